@@ -1,0 +1,82 @@
+import type { Command } from 'commander';
+import { saveIpamState } from '../inventory/ipam.js';
+import { buildPlan, planToJson, type Plan } from '../roles/plan.js';
+import { loadAll } from './context.js';
+import { out, printIssues, table } from './output.js';
+import { inventoryOptions, type CommonOpts } from './options.js';
+
+/** `stackctl plan`: node -> role -> services -> containers, addresses, VIPs, steps. */
+export function registerPlan(program: Command): void {
+  inventoryOptions(program.command('plan'))
+    .description('show what a deploy would put where: addresses, containers with image and config hash, VIPs, steps')
+    .option('--json', 'stable JSON for tools')
+    .option('--no-save', 'do not persist new IPAM allocations')
+    .action((opts: CommonOpts & { json?: boolean; save: boolean }) => {
+      const all = loadAll(opts);
+      printIssues(all.warnings);
+      const { plan } = buildPlan({
+        inventory: all.loaded.inventory,
+        inventoryDigest: all.inventoryDigest,
+        catalog: all.catalog,
+        release: all.release,
+        addresses: all.allocation.addresses,
+        ...(all.secrets ? { secrets: all.secrets.services } : {}),
+      });
+      // Persist allocations only once everything above succeeded: bad input changes nothing.
+      if (opts.save && all.allocation.changed) saveIpamState(all.ipamFile, all.allocation.state);
+      out(opts.json ? planToJson(plan) : formatPlan(plan));
+    });
+}
+
+/** Human-readable plan. */
+export function formatPlan(plan: Plan): string {
+  const nets = [...new Set(plan.nodes.flatMap((n) => Object.keys(n.addresses)))].sort();
+  let s = `Cloud ${plan.cloud.name}: release ${plan.cloud.release} (OpenStack ${plan.cloud.openstack}, ${plan.cloud.series})\n`;
+  s += `Inputs: inventory ${plan.inputs.inventory.slice(0, 12)}  roles ${plan.inputs.catalog.slice(0, 12)}  release ${plan.inputs.release.slice(0, 12)}  secrets ${plan.inputs.secrets}\n`;
+  s += `VIPs: ${
+    Object.entries(plan.vips)
+      .map(([n, ip]) => `${n} ${ip}`)
+      .join(', ') || '(none)'
+  }\n\n`;
+  s += 'NODES\n';
+  s += table(
+    ['NODE', 'ROLE', ...nets.map((n) => n.toUpperCase()), 'SERVICES'],
+    plan.nodes.map((n) => [n.name, n.role, ...nets.map((net) => n.addresses[net] ?? '-'), n.services.join(',')]),
+  );
+  s += '\nCONTAINERS\n';
+  s += table(
+    ['NODE', 'STEP', 'CONTAINER', 'IMAGE', 'HASH'],
+    plan.nodes.flatMap((n) => n.containers.map((c) => [n.name, String(c.step), c.name, c.image, c.hash.slice(0, 12)])),
+  );
+  s += '\nCONFIG FILES\n';
+  s += table(
+    ['NODE', 'SERVICE', 'PATH', 'SHA256'],
+    plan.nodes.flatMap((n) => n.configs.map((c) => [n.name, c.service, c.dest, c.sha256.slice(0, 12)])),
+  );
+  s += '\nSERVICES\n';
+  s += table(
+    ['SERVICE', 'STEP', 'BOOTSTRAP', 'NODES', 'FRONTENDS'],
+    plan.services.map((v) => [
+      v.name,
+      String(v.step),
+      v.bootstrap,
+      String(v.nodes.length),
+      v.frontends.map((f) => `${f.name}:${f.port}`).join(',') || '-',
+    ]),
+  );
+  s += '\nSTEPS\n';
+  s += table(
+    ['STEP', 'TITLE', 'ACTIONS', 'DETAIL'],
+    plan.steps.map((st) => {
+      const kinds = new Map<string, number>();
+      for (const a of st.actions) kinds.set(a.kind, (kinds.get(a.kind) ?? 0) + 1);
+      return [
+        String(st.step),
+        st.title,
+        String(st.actions.length),
+        [...kinds].map(([k, n]) => `${n} ${k}`).join(', ') || '-',
+      ];
+    }),
+  );
+  return s;
+}

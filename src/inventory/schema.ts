@@ -1,0 +1,161 @@
+import { Type, type Static } from '@sinclair/typebox';
+
+/**
+ * The inventory's JSON Schema (field names of DESIGN.md section 3). Types are
+ * derived from it (`Static<>`), so schema and code cannot drift; the published
+ * copy in schemas/inventory.schema.json is checked against this in the tests.
+ * Every object is closed (`additionalProperties: false`): an unknown key is
+ * almost always a typo.
+ */
+
+const strict = { additionalProperties: false } as const;
+
+/** Dotted-quad IPv4 address. Ranges are checked semantically. */
+export const Ipv4 = Type.String({
+  pattern: '^(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)(\\.(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)){3}$',
+  description: 'IPv4 address, dotted quad',
+});
+
+/** A network name: a key of `networks`. */
+export const NetworkName = Type.String({
+  pattern: '^[a-z0-9][a-z0-9_-]*$',
+  description: 'a network name: lower-case letters, digits, hyphens and underscores',
+});
+
+/** A DNS label usable as a hostname, a node or credentials name. */
+export const Name = Type.String({
+  pattern: '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$',
+  description: 'lower-case letters, digits and hyphens; starts and ends with a letter or digit; at most 63 characters',
+});
+
+export const NetworkSchema = Type.Object(
+  {
+    cidr: Type.String({ pattern: '^[0-9.]+/\\d{1,2}$', description: 'IPv4 network in CIDR form, e.g. 172.17.0.0/24' }),
+    gateway: Type.Optional({ ...Ipv4, description: 'default gateway on this network' }),
+    vlan: Type.Optional(
+      Type.Integer({ minimum: 1, maximum: 4094, description: '802.1Q VLAN id (untagged if absent)' }),
+    ),
+    vip: Type.Optional({ ...Ipv4, description: 'virtual IP held by keepalived on the controllers of this network' }),
+    dhcp_range: Type.Optional(
+      Type.Tuple([Ipv4, Ipv4], {
+        description: 'first and last address handed out by DHCP during inspection; never allocated to nodes',
+      }),
+    ),
+    allocation_range: Type.Optional(
+      Type.Tuple([Ipv4, Ipv4], {
+        description: 'first and last address IPAM may allocate to nodes (default: every host address of the cidr)',
+      }),
+    ),
+    mtu: Type.Optional(Type.Integer({ minimum: 1280, maximum: 9216, description: 'MTU of the network' })),
+  },
+  { ...strict, description: 'one L3 network' },
+);
+
+export const BmcSchema = Type.Object(
+  {
+    address: Type.String({
+      minLength: 1,
+      description:
+        'ipmi://host[:port], redfish+https://host[:port]/redfish/v1/Systems/ID or redfish+http://… (lab only)',
+    }),
+    credentials: { ...Name, description: 'name of a credentials entry in the secrets file (bmc.<name>)' },
+    ca_bundle: Type.Optional(Type.String({ minLength: 1, description: 'Redfish: PEM CA bundle path for TLS checks' })),
+  },
+  { ...strict, description: "the node's baseboard management controller" },
+);
+
+export const NicSchema = Type.Object(
+  {
+    mac: Type.String({
+      pattern: '^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$',
+      description: 'MAC address, six colon-separated hex pairs; quote it in YAML',
+    }),
+    network: { ...NetworkName, description: 'the network this NIC is cabled to (a key of networks)' },
+    name: Type.Optional(Type.String({ pattern: '^[a-zA-Z0-9_.-]{1,15}$', description: 'interface name on the host' })),
+  },
+  { ...strict, description: 'one network interface' },
+);
+
+export const RootDeviceSchema = Type.Object(
+  {
+    min_size_gb: Type.Optional(Type.Integer({ minimum: 1, description: 'smallest acceptable disk, GiB' })),
+    size_gb: Type.Optional(Type.Integer({ minimum: 1, description: 'exact disk size, GiB' })),
+    serial: Type.Optional(Type.String({ minLength: 1, description: 'disk serial number' })),
+    wwn: Type.Optional(Type.String({ minLength: 1, description: 'World Wide Name' })),
+    model: Type.Optional(Type.String({ minLength: 1, description: 'disk model (substring match)' })),
+    vendor: Type.Optional(Type.String({ minLength: 1, description: 'disk vendor (substring match)' })),
+    rotational: Type.Optional(Type.Boolean({ description: 'true for spinning disks, false for SSD/NVMe' })),
+    hctl: Type.Optional(Type.String({ pattern: '^\\d+:\\d+:\\d+:\\d+$', description: 'SCSI host:channel:target:lun' })),
+    by_path: Type.Optional(Type.String({ pattern: '^/dev/disk/by-path/', description: '/dev/disk/by-path/… link' })),
+    name: Type.Optional(
+      Type.String({ pattern: '^/dev/', description: 'kernel device name (unstable across boots; prefer serial/wwn)' }),
+    ),
+  },
+  { ...strict, description: 'root device hints: every given hint must match exactly one disk' },
+);
+
+export const NodeSchema = Type.Object(
+  {
+    name: { ...Name, description: 'hostname of the node, unique in the inventory' },
+    role: Type.String({ pattern: '^[A-Z][A-Za-z0-9]*$', description: 'a role defined in roles/<Role>.yaml' }),
+    bmc: BmcSchema,
+    nics: Type.Array(NicSchema, { minItems: 1, description: 'network interfaces; one must be on provisioning' }),
+    root_device: Type.Optional(RootDeviceSchema),
+    ips: Type.Optional(
+      Type.Record(NetworkName, Ipv4, {
+        description: 'fixed addresses by network name; addresses on the other networks of the role come from IPAM',
+      }),
+    ),
+  },
+  { ...strict, description: 'one physical machine' },
+);
+
+export const CloudSchema = Type.Object(
+  {
+    name: { ...Name, description: 'name of the cloud' },
+    release: Type.String({
+      pattern: '^[a-z0-9][a-z0-9.-]*$',
+      description: 'release manifest images/releases/<release>.yaml',
+    }),
+    domain: Type.Optional(Type.String({ pattern: '^[a-z0-9.-]+$', description: 'DNS domain of the nodes' })),
+    region: Type.Optional(Type.String({ minLength: 1, description: 'Keystone region name (default RegionOne)' })),
+    registry: Type.Optional(
+      Type.String({
+        pattern: '^[a-zA-Z0-9.-]+(:\\d+)?$',
+        description: 'container registry host[:port] the nodes pull from',
+      }),
+    ),
+    settings: Type.Optional(
+      Type.Record(
+        Type.String({ pattern: '^[a-z][a-z0-9_]*$' }),
+        Type.Union([Type.String(), Type.Number(), Type.Boolean()]),
+        {
+          description: 'cloud-wide template settings, e.g. nova_compute_driver: fake.FakeDriver for the lab',
+        },
+      ),
+    ),
+  },
+  { ...strict, description: 'the cloud as a whole' },
+);
+
+export const InventorySchema = Type.Object(
+  {
+    cloud: CloudSchema,
+    networks: Type.Record(NetworkName, NetworkSchema, {
+      description: 'network name -> definition; must include provisioning',
+    }),
+    nodes: Type.Array(NodeSchema, { minItems: 1, description: 'the physical machines' }),
+  },
+  {
+    ...strict,
+    $id: 'urn:stackctl:schema:inventory',
+    title: 'stackctl inventory',
+  },
+);
+
+/** A schema-valid inventory. */
+export type Inventory = Static<typeof InventorySchema>;
+export type InventoryNode = Static<typeof NodeSchema>;
+export type Network = Static<typeof NetworkSchema>;
+export type Nic = Static<typeof NicSchema>;
+export type RootDevice = Static<typeof RootDeviceSchema>;

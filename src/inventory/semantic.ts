@@ -1,0 +1,394 @@
+import { isLoopbackHost, parseBmcAddress } from '../core/bmc-address.js';
+import { StackctlError, type Issue } from '../core/errors.js';
+import { formatIpv4, inCidr, overlaps, parseCidr4, parseIpv4, type Cidr4 } from '../core/ipv4.js';
+import type { YamlSource } from '../core/yaml.js';
+import type { Inventory } from './schema.js';
+
+/** What the inventory checks need to know of a role (the roles module provides it). */
+export interface RoleInfo {
+  /** Networks every node of the role has an address on. */
+  readonly networks: readonly string[];
+  /** Services of the role that form a quorum cluster (Galera, RabbitMQ). */
+  readonly quorumServices: readonly string[];
+}
+
+/** Inputs of the semantic checks beyond the inventory itself. */
+export interface SemanticContext {
+  readonly roles: ReadonlyMap<string, RoleInfo>;
+  /** BMC credential names present in the secrets file; undefined when there is no secrets file yet. */
+  readonly bmcCredentials?: ReadonlySet<string>;
+  readonly secretsFile?: string;
+}
+
+/** The network every node must have a NIC on: DHCP, PXE and the deploy agent live there. */
+export const PROVISIONING_NETWORK = 'provisioning';
+
+/** A network with its addresses parsed to numbers. */
+export interface ParsedNetwork {
+  readonly name: string;
+  readonly cidr: Cidr4;
+  readonly gateway?: number;
+  readonly vip?: number;
+  readonly dhcp?: readonly [number, number];
+  readonly allocation?: readonly [number, number];
+}
+
+/**
+ * Every semantic check of DESIGN.md section 3, all reported at once, each
+ * finding located in the source. Returns the parsed networks for IPAM.
+ */
+export function checkInventory(
+  inv: Inventory,
+  src: YamlSource,
+  ctx: SemanticContext,
+): { issues: Issue[]; networks: Map<string, ParsedNetwork> } {
+  const issues: Issue[] = [];
+  const err = (code: string, message: string, hint: string, path: (string | number)[]): void => {
+    issues.push({ severity: 'error', code, message, hint, location: src.locate(path) });
+  };
+  const warn = (code: string, message: string, hint: string, path: (string | number)[]): void => {
+    issues.push({ severity: 'warning', code, message, hint, location: src.locate(path) });
+  };
+  const where = (path: (string | number)[]): string => {
+    const loc = src.locate(path);
+    return `line ${loc.line ?? '?'}`;
+  };
+
+  const networks = checkNetworks(inv, err);
+
+  if (!inv.networks[PROVISIONING_NETWORK]) {
+    err(
+      'E_NO_PROVISIONING_NETWORK',
+      `no '${PROVISIONING_NETWORK}' network is defined`,
+      'Define networks.provisioning: the network the nodes PXE-boot from.',
+      ['networks'],
+    );
+  }
+
+  // Indexes for duplicate detection: value -> first place seen.
+  const names = new Map<string, number>();
+  const macs = new Map<string, { node: string; path: (string | number)[] }>();
+  const bmcs = new Map<string, { node: string; index: number }>();
+  const ips = new Map<string, { node: string; path: (string | number)[] }>(); // key: network|ip
+  const quorum = new Map<string, number>();
+
+  inv.nodes.forEach((node, i) => {
+    const base: (string | number)[] = ['nodes', i];
+    const first = names.get(node.name);
+    if (first !== undefined) {
+      err(
+        'E_DUPLICATE_NODE',
+        `node name '${node.name}' is used twice (also at ${where(['nodes', first, 'name'])})`,
+        'Node names are host names: each must be unique.',
+        [...base, 'name'],
+      );
+    } else names.set(node.name, i);
+
+    // Role
+    const role = ctx.roles.get(node.role);
+    if (!role) {
+      const known = [...ctx.roles.keys()].sort().join(', ');
+      err(
+        'E_UNKNOWN_ROLE',
+        `node '${node.name}' has role '${node.role}', which has no definition`,
+        `Known roles: ${known || '(none)'}. Add roles/${node.role}.yaml or fix the spelling.`,
+        [...base, 'role'],
+      );
+    } else {
+      for (const net of role.networks) {
+        if (!inv.networks[net]) {
+          err(
+            'E_ROLE_NETWORK_MISSING',
+            `role ${node.role} of node '${node.name}' needs network '${net}', which the inventory does not define`,
+            `Define networks.${net}, or use a role without it.`,
+            [...base, 'role'],
+          );
+        }
+      }
+      for (const svc of role.quorumServices) quorum.set(svc, (quorum.get(svc) ?? 0) + 1);
+    }
+
+    // NICs
+    let provisioningNic = false;
+    node.nics.forEach((nic, n) => {
+      const mac = nic.mac.toLowerCase();
+      const seen = macs.get(mac);
+      if (seen) {
+        err(
+          'E_DUPLICATE_MAC',
+          `MAC ${mac} of node '${node.name}' is also used by node '${seen.node}' (${where(seen.path)})`,
+          'Every NIC has its own MAC address; check for a copy-paste mistake.',
+          [...base, 'nics', n, 'mac'],
+        );
+      } else macs.set(mac, { node: node.name, path: [...base, 'nics', n, 'mac'] });
+      if (!inv.networks[nic.network]) {
+        err(
+          'E_UNKNOWN_NETWORK',
+          `NIC ${mac} of node '${node.name}' is on network '${nic.network}', which is not defined`,
+          `Defined networks: ${Object.keys(inv.networks).join(', ')}.`,
+          [...base, 'nics', n, 'network'],
+        );
+      }
+      if (nic.network === PROVISIONING_NETWORK) provisioningNic = true;
+    });
+    if (!provisioningNic) {
+      err(
+        'E_NO_PROVISIONING_NIC',
+        `node '${node.name}' has no NIC on the '${PROVISIONING_NETWORK}' network`,
+        'Add the MAC of the NIC that PXE-boots, with network: provisioning.',
+        [...base, 'nics'],
+      );
+    }
+
+    // BMC
+    try {
+      const addr = parseBmcAddress(node.bmc.address);
+      const seen = bmcs.get(addr.canonical);
+      if (seen) {
+        err(
+          'E_DUPLICATE_BMC',
+          `BMC address ${node.bmc.address} of node '${node.name}' is also used by node '${seen.node}' (${where(['nodes', seen.index, 'bmc', 'address'])})`,
+          'Each node has its own BMC; check the address and port.',
+          [...base, 'bmc', 'address'],
+        );
+      } else bmcs.set(addr.canonical, { node: node.name, index: i });
+      if (addr.scheme === 'redfish+http' && !isLoopbackHost(addr.host)) {
+        warn(
+          'W_BMC_PLAINTEXT',
+          `node '${node.name}' reaches its BMC over plain HTTP`,
+          'redfish+http sends credentials in clear text; use redfish+https outside the lab.',
+          [...base, 'bmc', 'address'],
+        );
+      }
+    } catch (e) {
+      if (!(e instanceof StackctlError)) throw e;
+      err(e.code, `node '${node.name}': ${e.message}`, e.hint ?? '', [...base, 'bmc', 'address']);
+    }
+    if (ctx.bmcCredentials && !ctx.bmcCredentials.has(node.bmc.credentials)) {
+      err(
+        'E_UNKNOWN_CREDENTIALS',
+        `node '${node.name}' uses BMC credentials '${node.bmc.credentials}', which the secrets file ${ctx.secretsFile ?? ''} does not hold`,
+        `Add bmc.${node.bmc.credentials} (username and password) to the secrets file, or run 'stackctl secrets generate' for lab BMCs.`,
+        [...base, 'bmc', 'credentials'],
+      );
+    }
+
+    // Root device
+    if (node.root_device?.name) {
+      warn(
+        'W_ROOT_DEVICE_NAME',
+        `node '${node.name}' picks its root disk by kernel name ${node.root_device.name}`,
+        'Kernel names can change between boots; prefer serial or wwn.',
+        [...base, 'root_device', 'name'],
+      );
+    }
+
+    // Fixed IPs
+    for (const [netName, ipText] of Object.entries(node.ips ?? {})) {
+      const path = [...base, 'ips', netName];
+      const net = networks.get(netName);
+      if (!inv.networks[netName]) {
+        err(
+          'E_UNKNOWN_NETWORK',
+          `node '${node.name}' has an address on network '${netName}', which is not defined`,
+          `Defined networks: ${Object.keys(inv.networks).join(', ')}.`,
+          path,
+        );
+        continue;
+      }
+      if (role && !role.networks.includes(netName)) {
+        warn(
+          'W_IP_UNUSED_NETWORK',
+          `node '${node.name}' has an address on '${netName}', which role ${node.role} does not use`,
+          `Role ${node.role} uses: ${role.networks.join(', ')}. The address is ignored.`,
+          path,
+        );
+      }
+      const ip = parseIpv4(ipText);
+      if (ip === undefined || !net) continue;
+      checkAddressInNetwork(ip, ipText, net, `address ${ipText} of node '${node.name}'`, path, err);
+      const key = `${netName}|${ip}`;
+      const seen = ips.get(key);
+      if (seen) {
+        err(
+          'E_DUPLICATE_IP',
+          `address ${ipText} on ${netName} of node '${node.name}' is also given to node '${seen.node}' (${where(seen.path)})`,
+          'Give each node its own address, or leave ips out and let IPAM choose.',
+          path,
+        );
+      } else ips.set(key, { node: node.name, path });
+      if (net.vip === ip) {
+        err(
+          'E_VIP_COLLISION',
+          `the VIP of network ${netName} (${ipText}) is also the address of node '${node.name}'`,
+          'The VIP moves between controllers; it cannot be a node address.',
+          path,
+        );
+      }
+    }
+  });
+
+  for (const [svc, count] of [...quorum.entries()].sort()) {
+    if (count === 2) {
+      err(
+        'E_QUORUM',
+        `${count} nodes run ${svc}: a 2-member cluster loses quorum when either member fails`,
+        'Use 1 node (no HA) or an odd number of 3 or more.',
+        ['nodes'],
+      );
+    } else if (count % 2 === 0 && count > 0) {
+      warn(
+        'W_QUORUM_EVEN',
+        `${count} nodes run ${svc}: an even cluster tolerates no more failures than ${count - 1} nodes`,
+        'Prefer an odd number of nodes for quorum services (Galera, RabbitMQ).',
+        ['nodes'],
+      );
+    }
+  }
+
+  return { issues, networks };
+}
+
+type Report = (code: string, message: string, hint: string, path: (string | number)[]) => void;
+
+function checkAddressInNetwork(
+  ip: number,
+  text: string,
+  net: ParsedNetwork,
+  what: string,
+  path: (string | number)[],
+  err: Report,
+): void {
+  if (!inCidr(ip, net.cidr)) {
+    err(
+      'E_IP_OUTSIDE_CIDR',
+      `${what} is outside network ${net.name} (${net.cidr.text})`,
+      `Pick an address inside ${net.cidr.text}.`,
+      path,
+    );
+    return;
+  }
+  if (net.cidr.prefix < 31 && (ip === net.cidr.first || ip === net.cidr.last)) {
+    err(
+      'E_IP_RESERVED',
+      `${what} is the network or broadcast address of ${net.cidr.text}`,
+      'Pick a host address.',
+      path,
+    );
+  }
+  if (net.gateway === ip) {
+    err(
+      'E_IP_IS_GATEWAY',
+      `${what} is the gateway of network ${net.name}`,
+      'Pick another address; the gateway belongs to the router.',
+      path,
+    );
+  }
+  if (net.dhcp && ip >= net.dhcp[0] && ip <= net.dhcp[1]) {
+    err(
+      'E_IP_IN_DHCP_RANGE',
+      `${what} is inside the DHCP range of network ${net.name}`,
+      'Addresses in the DHCP range are leased to machines being inspected; pick one outside it.',
+      path,
+    );
+  }
+}
+
+function checkNetworks(inv: Inventory, err: Report): Map<string, ParsedNetwork> {
+  const parsed = new Map<string, ParsedNetwork>();
+  const vlans = new Map<number, string>();
+  for (const [name, def] of Object.entries(inv.networks)) {
+    const base = ['networks', name];
+    const cidr = parseCidr4(def.cidr);
+    if (!cidr) {
+      err(
+        'E_BAD_CIDR',
+        `network ${name} has an invalid cidr '${def.cidr}'`,
+        'Write it as a.b.c.d/prefix, e.g. 172.17.0.0/24.',
+        [...base, 'cidr'],
+      );
+      continue;
+    }
+    if (!cidr.exact) {
+      err(
+        'E_BAD_CIDR',
+        `network ${name}: '${def.cidr}' has host bits set`,
+        `Did you mean ${formatIpv4(cidr.base)}/${cidr.prefix}? Write the network address.`,
+        [...base, 'cidr'],
+      );
+    }
+    const range = (r: readonly [string, string] | undefined, key: string): [number, number] | undefined => {
+      if (!r) return undefined;
+      const a = parseIpv4(r[0]);
+      const b = parseIpv4(r[1]);
+      if (a === undefined || b === undefined) return undefined;
+      if (a > b) {
+        err('E_BAD_RANGE', `network ${name}: ${key} starts after it ends`, 'Write [first, last].', [...base, key]);
+        return undefined;
+      }
+      if (!inCidr(a, cidr) || !inCidr(b, cidr)) {
+        err(
+          'E_IP_OUTSIDE_CIDR',
+          `network ${name}: ${key} is not inside ${def.cidr}`,
+          `Keep the range inside ${def.cidr}.`,
+          [...base, key],
+        );
+      }
+      return [a, b];
+    };
+    const dhcp = range(def.dhcp_range, 'dhcp_range');
+    const allocation = range(def.allocation_range, 'allocation_range');
+    const gateway = def.gateway !== undefined ? parseIpv4(def.gateway) : undefined;
+    const vip = def.vip !== undefined ? parseIpv4(def.vip) : undefined;
+    const net: ParsedNetwork = {
+      name,
+      cidr,
+      ...(gateway !== undefined ? { gateway } : {}),
+      ...(vip !== undefined ? { vip } : {}),
+      ...(dhcp ? { dhcp } : {}),
+      ...(allocation ? { allocation } : {}),
+    };
+    if (gateway !== undefined && !inCidr(gateway, cidr)) {
+      err(
+        'E_IP_OUTSIDE_CIDR',
+        `network ${name}: gateway ${def.gateway} is outside ${def.cidr}`,
+        'The gateway must be on the network.',
+        [...base, 'gateway'],
+      );
+    }
+    if (vip !== undefined) {
+      checkAddressInNetwork(vip, def.vip!, net, `VIP ${def.vip}`, [...base, 'vip'], err);
+    }
+    if (dhcp && allocation && dhcp[0] <= allocation[1] && allocation[0] <= dhcp[1]) {
+      err(
+        'E_RANGE_OVERLAP',
+        `network ${name}: allocation_range overlaps dhcp_range`,
+        'IPAM never allocates inside the DHCP range; make the ranges disjoint.',
+        [...base, 'allocation_range'],
+      );
+    }
+    if (def.vlan !== undefined) {
+      const other = vlans.get(def.vlan);
+      if (other) {
+        err(
+          'E_DUPLICATE_VLAN',
+          `networks ${other} and ${name} both use VLAN ${def.vlan}`,
+          'Each network needs its own VLAN id.',
+          [...base, 'vlan'],
+        );
+      } else vlans.set(def.vlan, name);
+    }
+    for (const other of parsed.values()) {
+      if (overlaps(other.cidr, cidr)) {
+        err(
+          'E_NETWORK_OVERLAP',
+          `network ${name} (${def.cidr}) overlaps network ${other.name} (${other.cidr.text})`,
+          'Networks must not share addresses; routing between them would be ambiguous.',
+          [...base, 'cidr'],
+        );
+      }
+    }
+    parsed.set(name, net);
+  }
+  return parsed;
+}

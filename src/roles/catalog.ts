@@ -1,0 +1,219 @@
+import { readdirSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import type { TSchema } from '@sinclair/typebox';
+import { ValidationFailed, type Issue } from '../core/errors.js';
+import { exists, readTextFile } from '../core/fs.js';
+import { checkSchema } from '../core/schema.js';
+import { parseYaml, type YamlSource } from '../core/yaml.js';
+import type { RoleInfo } from '../inventory/semantic.js';
+import type { SecretSpec } from '../inventory/secrets.js';
+import { RoleSchema, ServiceSchema, type Role, type Service } from './schema.js';
+import { compileTemplate, type Template } from './templates.js';
+
+const MAX_FILE = 1024 * 1024;
+
+/** Roles, services and compiled templates, checked against each other. */
+export interface Catalog {
+  readonly dir: string;
+  readonly roles: ReadonlyMap<string, Role>;
+  readonly services: ReadonlyMap<string, Service>;
+  /** Compiled config templates by path under roles/templates/. */
+  readonly templates: ReadonlyMap<string, Template>;
+  /** Role facts the inventory checks need. */
+  readonly roleInfo: ReadonlyMap<string, RoleInfo>;
+}
+
+interface Loaded<T> {
+  value: T;
+  source: YamlSource;
+}
+
+function loadFile<T extends TSchema>(
+  file: string,
+  schema: T,
+  issues: Issue[],
+): Loaded<import('@sinclair/typebox').Static<T>> | undefined {
+  const source = parseYaml(file, readTextFile(file, MAX_FILE));
+  issues.push(...source.issues);
+  if (source.issues.some((i) => i.severity === 'error')) return undefined;
+  const { value, issues: schemaIssues } = checkSchema(schema, source);
+  issues.push(...schemaIssues);
+  return value ? { value, source } : undefined;
+}
+
+function yamlFiles(dir: string): string[] {
+  if (!exists(dir)) return [];
+  return readdirSync(dir)
+    .filter((f) => f.endsWith('.yaml'))
+    .sort()
+    .map((f) => join(dir, f));
+}
+
+/**
+ * Load roles/<Role>.yaml, roles/services/*.yaml and roles/templates/, and
+ * check them against each other (the lint of CONVENTIONS.md 14). Every fault
+ * in every file is reported at once.
+ */
+export function loadCatalog(dir: string): Catalog {
+  const issues: Issue[] = [];
+  const services = new Map<string, Loaded<Service>>();
+  const roles = new Map<string, Loaded<Role>>();
+  const templates = new Map<string, Template>();
+
+  for (const file of yamlFiles(join(dir, 'services'))) {
+    const loaded = loadFile(file, ServiceSchema, issues);
+    if (!loaded) continue;
+    const expected = basename(file, '.yaml');
+    if (loaded.value.name !== expected) {
+      issues.push(
+        issue(
+          loaded.source,
+          ['name'],
+          'E_NAME_MISMATCH',
+          `service '${loaded.value.name}' is in file ${expected}.yaml`,
+          `Name the file ${loaded.value.name}.yaml or fix the name.`,
+        ),
+      );
+    }
+    services.set(loaded.value.name, loaded);
+  }
+  for (const file of yamlFiles(dir)) {
+    const loaded = loadFile(file, RoleSchema, issues);
+    if (!loaded) continue;
+    const expected = basename(file, '.yaml');
+    if (loaded.value.name !== expected) {
+      issues.push(
+        issue(
+          loaded.source,
+          ['name'],
+          'E_NAME_MISMATCH',
+          `role '${loaded.value.name}' is in file ${expected}.yaml`,
+          `Name the file ${loaded.value.name}.yaml or fix the name.`,
+        ),
+      );
+    }
+    roles.set(loaded.value.name, loaded);
+  }
+
+  // Cross-references.
+  const declaredSecrets = new Set<string>();
+  for (const { value } of services.values()) for (const s of value.secrets ?? []) declaredSecrets.add(s.name);
+  for (const { value: svc, source } of services.values()) {
+    for (const req of svc.requires ?? []) {
+      if (!services.has(req))
+        issues.push(
+          issue(
+            source,
+            ['requires'],
+            'E_UNKNOWN_SERVICE',
+            `requires unknown service '${req}'`,
+            'Add roles/services/' + req + '.yaml or fix the name.',
+          ),
+        );
+    }
+    const containerNames = new Set(svc.containers.map((c) => c.name));
+    (svc.tasks ?? []).forEach((t, i) => {
+      if (!containerNames.has(t.container))
+        issues.push(
+          issue(
+            source,
+            ['tasks', i, 'container'],
+            'E_UNKNOWN_CONTAINER',
+            `task ${t.name} uses unknown container '${t.container}'`,
+            `Containers of ${svc.name}: ${[...containerNames].join(', ')}.`,
+          ),
+        );
+    });
+    (svc.config ?? []).forEach((c, i) => {
+      const path = join(dir, 'templates', c.template);
+      if (!exists(path)) {
+        issues.push(
+          issue(
+            source,
+            ['config', i, 'template'],
+            'E_TEMPLATE_MISSING',
+            `template ${c.template} does not exist`,
+            `Create roles/templates/${c.template}.`,
+          ),
+        );
+      } else if (!templates.has(c.template)) {
+        try {
+          templates.set(c.template, compileTemplate(`roles/templates/${c.template}`, readTextFile(path, MAX_FILE)));
+        } catch (e) {
+          issues.push(
+            issue(source, ['config', i, 'template'], 'E_TEMPLATE', (e as Error).message, 'Fix the template syntax.'),
+          );
+        }
+      }
+      for (const cn of c.containers ?? []) {
+        if (!containerNames.has(cn))
+          issues.push(
+            issue(
+              source,
+              ['config', i, 'containers'],
+              'E_UNKNOWN_CONTAINER',
+              `config ${c.dest} names unknown container '${cn}'`,
+              `Containers of ${svc.name}: ${[...containerNames].join(', ')}.`,
+            ),
+          );
+      }
+    });
+    const refs: [string, (string | number)[]][] = [];
+    (svc.databases ?? []).forEach((d, i) => refs.push([d.password, ['databases', i, 'password']]));
+    if (svc.service_user) refs.push([svc.service_user.password, ['service_user', 'password']]);
+    for (const [name, path] of refs) {
+      if (!declaredSecrets.has(name))
+        issues.push(
+          issue(
+            source,
+            path,
+            'E_UNKNOWN_SECRET',
+            `secret '${name}' is not declared by any service`,
+            'Declare it under secrets: with a kind.',
+          ),
+        );
+    }
+  }
+  for (const { value: role, source } of roles.values()) {
+    role.services.forEach((s, i) => {
+      if (!services.has(s))
+        issues.push(
+          issue(
+            source,
+            ['services', i],
+            'E_UNKNOWN_SERVICE',
+            `role ${role.name} lists unknown service '${s}'`,
+            'Add roles/services/' + s + '.yaml or fix the name.',
+          ),
+        );
+    });
+  }
+
+  if (issues.some((i) => i.severity === 'error')) throw new ValidationFailed(dir, issues);
+
+  const roleInfo = new Map<string, RoleInfo>();
+  for (const { value: role } of roles.values()) {
+    roleInfo.set(role.name, {
+      networks: role.networks,
+      quorumServices: role.services.filter((s) => services.get(s)?.value.cluster === 'quorum'),
+    });
+  }
+  return {
+    dir,
+    roles: new Map([...roles].map(([k, v]) => [k, v.value])),
+    services: new Map([...services].map(([k, v]) => [k, v.value])),
+    templates,
+    roleInfo,
+  };
+}
+
+/** Every secret the given services declare (what `secrets generate` creates). */
+export function secretSpecs(catalog: Catalog, serviceNames: Iterable<string>): SecretSpec[] {
+  const out = new Map<string, SecretSpec>();
+  for (const name of serviceNames) for (const s of catalog.services.get(name)?.secrets ?? []) out.set(s.name, s);
+  return [...out.values()].sort((a, b) => a.name.localeCompare(b.name));
+}
+
+function issue(source: YamlSource, path: (string | number)[], code: string, message: string, hint: string): Issue {
+  return { severity: 'error', code, message, hint, location: source.locate(path) };
+}

@@ -1,0 +1,385 @@
+import { canonicalJson, sha256 } from '../core/hash.js';
+import { InputError } from '../core/errors.js';
+import type { Secret } from '../core/secret.js';
+import type { Inventory } from '../inventory/schema.js';
+import type { Catalog } from './catalog.js';
+import { imageRef } from './release.js';
+import { STEPS, type Release, type Service, type StepNumber } from './schema.js';
+
+/**
+ * The deployment plan: a pure, deterministic function of inventory, role
+ * catalog, release manifest, IPAM addresses and secrets. It says, per node,
+ * which containers run with which image and config (by hash), and per cloud
+ * the VIPs, the bootstrap node of each service and the ordered steps. Rendered
+ * config contents stay in `rendered`, which is never printed: they hold secrets.
+ */
+
+/** Inputs of the plan. */
+export interface PlanInput {
+  readonly inventory: Inventory;
+  /** sha256 of the inventory text, recorded in the plan. */
+  readonly inventoryDigest: string;
+  readonly catalog: Catalog;
+  readonly release: Release;
+  /** node -> network -> address, from IPAM. */
+  readonly addresses: ReadonlyMap<string, Record<string, string>>;
+  /** Service secrets; undefined renders placeholders (the plan then says so). */
+  readonly secrets?: ReadonlyMap<string, Secret>;
+}
+
+export interface PlanContainer {
+  readonly name: string;
+  readonly service: string;
+  readonly step: StepNumber;
+  readonly image: string;
+  /** sha256 of image + container options + the configs it reads: a change means recreate. */
+  readonly hash: string;
+}
+
+export interface PlanConfig {
+  readonly service: string;
+  readonly dest: string;
+  readonly mode: string;
+  readonly sha256: string;
+}
+
+export interface PlanNode {
+  readonly name: string;
+  readonly role: string;
+  readonly bmc: string;
+  readonly addresses: Readonly<Record<string, string>>;
+  readonly services: readonly string[];
+  readonly containers: readonly PlanContainer[];
+  readonly configs: readonly PlanConfig[];
+}
+
+export interface PlanService {
+  readonly name: string;
+  readonly step: StepNumber;
+  readonly nodes: readonly string[];
+  readonly bootstrap: string;
+  readonly endpoints: readonly { readonly type: string; readonly interface: string; readonly url: string }[];
+  readonly frontends: readonly { readonly name: string; readonly vips: readonly string[]; readonly port: number }[];
+}
+
+/** One action of a step; steps are barriers across nodes. */
+export type PlanAction =
+  | { readonly kind: 'container'; readonly node: string; readonly service: string; readonly container: string }
+  | { readonly kind: 'database'; readonly node: string; readonly service: string; readonly database: string }
+  | { readonly kind: 'task'; readonly node: string; readonly service: string; readonly task: string }
+  | { readonly kind: 'register'; readonly node: string; readonly service: string; readonly user: string };
+
+export interface PlanStep {
+  readonly step: StepNumber;
+  readonly title: string;
+  readonly actions: readonly PlanAction[];
+}
+
+/** The printable plan (no secret values, only hashes). */
+export interface Plan {
+  readonly cloud: {
+    readonly name: string;
+    readonly release: string;
+    readonly openstack: string;
+    readonly series: string;
+  };
+  readonly inputs: {
+    readonly inventory: string;
+    readonly catalog: string;
+    readonly release: string;
+    readonly secrets: 'present' | 'absent';
+  };
+  readonly vips: Readonly<Record<string, string>>;
+  readonly nodes: readonly PlanNode[];
+  readonly services: readonly PlanService[];
+  readonly steps: readonly PlanStep[];
+}
+
+/** The plan plus what must never be printed. */
+export interface PlanResult {
+  readonly plan: Plan;
+  /** node -> dest path -> rendered file content (contains secrets). */
+  readonly rendered: ReadonlyMap<string, ReadonlyMap<string, string>>;
+}
+
+const key = (service: string): string => service.replace(/-/g, '_');
+
+/** Build the plan. Throws InputError when inputs do not fit together (e.g. an image missing from the release). */
+export function buildPlan(input: PlanInput): PlanResult {
+  const { inventory: inv, catalog, release } = input;
+  const region = inv.cloud.region ?? 'RegionOne';
+  const registry = inv.cloud.registry;
+
+  // Services per node, ordered by step then name.
+  const nodeServices = new Map<string, Service[]>();
+  const serviceNodes = new Map<string, string[]>();
+  for (const node of inv.nodes) {
+    const role = catalog.roles.get(node.role)!;
+    const svcs = role.services
+      .map((s) => catalog.services.get(s)!)
+      .sort((a, b) => a.step - b.step || a.name.localeCompare(b.name));
+    nodeServices.set(node.name, svcs);
+    for (const s of svcs) {
+      let list = serviceNodes.get(s.name);
+      if (!list) serviceNodes.set(s.name, (list = []));
+      list.push(node.name);
+    }
+  }
+  const usedServices = [...serviceNodes.keys()]
+    .map((n) => catalog.services.get(n)!)
+    .sort((a, b) => a.step - b.step || a.name.localeCompare(b.name));
+
+  // Images must exist in the release.
+  for (const svc of usedServices) {
+    for (const c of svc.containers) {
+      if (!release.images[c.image]) {
+        throw new InputError(
+          'E_IMAGE_NOT_IN_RELEASE',
+          `service ${svc.name} needs image '${c.image}', which release ${release.name} does not list`,
+          {
+            hint: `Add images.${c.image} to images/releases/${release.name}.yaml.`,
+            location: { file: `images/releases/${release.name}.yaml` },
+          },
+        );
+      }
+    }
+    for (const req of svc.requires ?? []) {
+      if (!serviceNodes.has(req)) {
+        throw new InputError(
+          'E_SERVICE_REQUIREMENT',
+          `service ${svc.name} requires ${req}, which no node of the inventory runs`,
+          {
+            hint: `Give some node a role that includes ${req}.`,
+            location: { file: 'roles/' },
+          },
+        );
+      }
+    }
+  }
+
+  // Template settings: defaults declared by the services, overridden by cloud.settings.
+  const settings: Record<string, string | number | boolean> = {};
+  for (const svc of usedServices) Object.assign(settings, svc.settings ?? {});
+  for (const [k, v] of Object.entries(inv.cloud.settings ?? {})) {
+    if (!(k in settings)) {
+      throw new InputError('E_UNKNOWN_SETTING', `cloud.settings.${k} is not a setting of any service this cloud runs`, {
+        hint: `Known settings: ${Object.keys(settings).sort().join(', ') || '(none)'}.`,
+      });
+    }
+    settings[k] = v;
+  }
+
+  const vips: Record<string, string> = {};
+  for (const name of Object.keys(inv.networks).sort()) {
+    const vip = inv.networks[name]!.vip;
+    if (vip) vips[name] = vip;
+  }
+
+  // Where each API answers: the VIP of a network, else the first HAProxy node's address there.
+  const haproxyNodes = serviceNodes.get('haproxy') ?? [];
+  const apiHost = (net: string): string => {
+    const vip = vips[net];
+    if (vip) return vip;
+    const first = haproxyNodes[0] ?? serviceNodes.values().next().value?.[0];
+    return (first && input.addresses.get(first)?.[net]) ?? '';
+  };
+
+  // Secrets for templates: values, or placeholders when there is no secrets file.
+  const secretValues: Record<string, string> = {};
+  for (const svc of usedServices) {
+    for (const s of svc.secrets ?? []) {
+      if (!input.secrets) secretValues[s.name] = `<secret:${s.name}>`;
+      else {
+        const v = input.secrets.get(s.name);
+        if (!v) {
+          throw new InputError(
+            'E_SECRET_MISSING',
+            `secret '${s.name}' (service ${svc.name}) is missing from the secrets file`,
+            {
+              hint: "Run 'stackctl secrets generate' to add the missing secrets; existing values are kept.",
+            },
+          );
+        }
+        secretValues[s.name] = v.reveal();
+      }
+    }
+  }
+
+  const bootstrap = new Map<string, string>();
+  for (const [svc, nodes] of serviceNodes) bootstrap.set(svc, nodes[0]!);
+
+  const hosts: Record<string, { names: string[]; bootstrap: string; ip: Record<string, string[]> }> = {};
+  for (const [svc, nodes] of serviceNodes) {
+    const ip: Record<string, string[]> = {};
+    for (const net of Object.keys(inv.networks).sort())
+      ip[net] = nodes.map((n) => input.addresses.get(n)?.[net]).filter((a): a is string => !!a);
+    hosts[key(svc)] = { names: nodes, bootstrap: bootstrap.get(svc)!, ip };
+  }
+
+  const frontends = usedServices.flatMap((svc) =>
+    (svc.haproxy ?? []).map((f) => {
+      const net = f.backend_network ?? 'internal_api';
+      return {
+        name: f.name,
+        service: svc.name,
+        port: f.port,
+        backend_port: f.backend_port,
+        mode: f.mode,
+        check: f.check ?? '',
+        active_backup: f.active_backup ?? false,
+        binds: f.vip_networks.map((n) => apiHost(n)).filter((a) => a !== ''),
+        backends: (serviceNodes.get(svc.name) ?? []).map((n) => ({ name: n, ip: input.addresses.get(n)?.[net] ?? '' })),
+      };
+    }),
+  );
+
+  const endpointsOf = (svc: Service): PlanService['endpoints'] =>
+    (svc.endpoints ?? []).flatMap((e) =>
+      (['public', 'internal', 'admin'] as const).map((iface) => ({
+        type: e.type,
+        interface: iface,
+        url: `http://${apiHost(iface === 'public' ? 'external' : 'internal_api')}:${e.port}${e.path ?? ''}`,
+      })),
+    );
+  const endpointBase = {
+    public: `http://${apiHost('external')}`,
+    internal: `http://${apiHost('internal_api')}`,
+    public_host: apiHost('external'),
+    internal_host: apiHost('internal_api'),
+  };
+
+  const sharedContext = {
+    cloud: {
+      name: inv.cloud.name,
+      release: release.name,
+      region,
+      domain: inv.cloud.domain ?? `${inv.cloud.name}.local`,
+      settings,
+    },
+    release: { name: release.name, openstack: release.openstack, series: release.series },
+    vips,
+    api: endpointBase,
+    hosts,
+    frontends,
+    secrets: secretValues,
+  };
+
+  const rendered = new Map<string, Map<string, string>>();
+  const nodes: PlanNode[] = inv.nodes.map((node) => {
+    const addresses = sortRecord(input.addresses.get(node.name) ?? {});
+    const svcs = nodeServices.get(node.name)!;
+    const files = new Map<string, string>();
+    const configs: PlanConfig[] = [];
+    const containers: PlanContainer[] = [];
+    const ctx = {
+      ...sharedContext,
+      node: { name: node.name, role: node.role, fqdn: `${node.name}.${sharedContext.cloud.domain}`, ip: addresses },
+    };
+    for (const svc of svcs) {
+      const svcConfigs: { dest: string; hash: string; containers?: readonly string[] }[] = [];
+      for (const cfg of svc.config ?? []) {
+        const text = catalog.templates.get(cfg.template)!({
+          ...ctx,
+          service: { name: svc.name, bootstrap: bootstrap.get(svc.name) === node.name },
+        });
+        const hash = sha256(text);
+        files.set(cfg.dest, text);
+        configs.push({ service: svc.name, dest: cfg.dest, mode: cfg.mode ?? '0640', sha256: hash });
+        svcConfigs.push({ dest: cfg.dest, hash, ...(cfg.containers ? { containers: cfg.containers } : {}) });
+      }
+      for (const c of svc.containers) {
+        const image = imageRef(release, c.image, registry)!;
+        const reads = svcConfigs
+          .filter((f) => !f.containers || f.containers.includes(c.name))
+          .map((f) => [f.dest, f.hash]);
+        containers.push({
+          name: c.name,
+          service: svc.name,
+          step: svc.step,
+          image,
+          hash: sha256(canonicalJson({ image, container: c, configs: reads })),
+        });
+      }
+    }
+    rendered.set(node.name, files);
+    return {
+      name: node.name,
+      role: node.role,
+      bmc: node.bmc.address,
+      addresses,
+      services: svcs.map((s) => s.name),
+      containers,
+      configs,
+    };
+  });
+
+  const services: PlanService[] = usedServices.map((svc) => ({
+    name: svc.name,
+    step: svc.step,
+    nodes: serviceNodes.get(svc.name)!,
+    bootstrap: bootstrap.get(svc.name)!,
+    endpoints: endpointsOf(svc),
+    frontends: frontends
+      .filter((f) => f.service === svc.name)
+      .map((f) => ({ name: f.name, vips: f.binds, port: f.port })),
+  }));
+
+  const steps = buildSteps(nodes, usedServices, bootstrap);
+
+  const plan: Plan = {
+    cloud: { name: inv.cloud.name, release: release.name, openstack: release.openstack, series: release.series },
+    inputs: {
+      inventory: input.inventoryDigest,
+      catalog: sha256(canonicalJson({ roles: [...catalog.roles.values()], services: [...catalog.services.values()] })),
+      release: sha256(canonicalJson(release)),
+      secrets: input.secrets ? 'present' : 'absent',
+    },
+    vips,
+    nodes,
+    services,
+    steps,
+  };
+  return { plan, rendered };
+}
+
+function buildSteps(
+  nodes: readonly PlanNode[],
+  services: readonly Service[],
+  bootstrap: ReadonlyMap<string, string>,
+): PlanStep[] {
+  const dbNode = bootstrap.get('mariadb');
+  const keystoneNode = bootstrap.get('keystone');
+  return ([1, 2, 3, 4, 5] as const).map((step) => {
+    const actions: PlanAction[] = [];
+    if (step === 3 && dbNode) {
+      for (const svc of services)
+        for (const db of svc.databases ?? [])
+          actions.push({ kind: 'database', node: dbNode, service: svc.name, database: db.name });
+    }
+    for (const svc of services) {
+      for (const t of svc.tasks ?? [])
+        if (t.step === step)
+          actions.push({ kind: 'task', node: bootstrap.get(svc.name)!, service: svc.name, task: t.name });
+    }
+    for (const node of nodes) {
+      for (const c of node.containers)
+        if (c.step === step)
+          actions.push({ kind: 'container', node: node.name, service: c.service, container: c.name });
+    }
+    if (step === 5 && keystoneNode) {
+      for (const svc of services)
+        if (svc.service_user)
+          actions.push({ kind: 'register', node: keystoneNode, service: svc.name, user: svc.service_user.name });
+    }
+    return { step, title: STEPS[step], actions };
+  });
+}
+
+function sortRecord(rec: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(Object.entries(rec).sort(([a], [b]) => a.localeCompare(b)));
+}
+
+/** Stable JSON text of a plan (keys in declaration order, arrays in plan order). */
+export function planToJson(plan: Plan): string {
+  return JSON.stringify(plan, null, 2) + '\n';
+}

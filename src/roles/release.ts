@@ -1,0 +1,35 @@
+import { join } from 'node:path';
+import { InputError, ValidationFailed } from '../core/errors.js';
+import { exists, readTextFile } from '../core/fs.js';
+import { checkSchema } from '../core/schema.js';
+import { parseYaml } from '../core/yaml.js';
+import { ReleaseSchema, type Release } from './schema.js';
+
+/** Load images/releases/<name>.yaml. */
+export function loadRelease(dir: string, name: string): Release {
+  const file = join(dir, `${name}.yaml`);
+  if (!exists(file)) {
+    throw new InputError('E_UNKNOWN_RELEASE', `release '${name}' has no manifest ${file}`, {
+      hint: 'cloud.release names a file of images/releases/ (e.g. zed).',
+      location: { file },
+    });
+  }
+  const source = parseYaml(file, readTextFile(file, 1024 * 1024));
+  if (source.issues.some((i) => i.severity === 'error')) throw new ValidationFailed(file, source.issues);
+  const { value, issues } = checkSchema(ReleaseSchema, source);
+  if (!value) throw new ValidationFailed(file, issues);
+  if (value.name !== name) {
+    throw new InputError('E_NAME_MISMATCH', `release manifest ${file} is named '${value.name}'`, {
+      hint: `Set name: ${name}, or rename the file.`,
+      location: { file },
+    });
+  }
+  return value;
+}
+
+/** Full image reference of an image key: registry/namespace/key:tag. */
+export function imageRef(release: Release, key: string, registry?: string): string | undefined {
+  const img = release.images[key];
+  if (!img) return undefined;
+  return `${registry ?? release.registry}/${release.namespace}/${key}:${img.tag}`;
+}

@@ -1,0 +1,282 @@
+import { Type, type Static } from '@sinclair/typebox';
+
+/**
+ * Schemas of roles/<Role>.yaml, roles/services/<service>.yaml and
+ * images/releases/<release>.yaml (TripleO's composable roles, Kolla's one
+ * table per service). Generic code reads these tables: a service needs no
+ * code of its own where data can say it. Optional fields with a `default`
+ * get it filled in when the file is loaded.
+ */
+
+const strict = { additionalProperties: false } as const;
+const ServiceName = Type.String({
+  pattern: '^[a-z][a-z0-9-]*$',
+  description: 'service name (file name without .yaml)',
+});
+const NetworkName = Type.String({ pattern: '^[a-z0-9][a-z0-9_-]*$' });
+const SecretName = Type.String({ pattern: '^[a-z][a-z0-9_]*$', description: 'a key of services: in the secrets file' });
+const Command = Type.Array(Type.String(), { minItems: 1, description: 'argv, no shell' });
+const Commands = (description: string) => Type.Optional(Type.Array(Command, { minItems: 1, description }));
+
+/** Deploy steps with TripleO's meanings. */
+export const STEPS = {
+  1: 'load balancer and VIPs',
+  2: 'databases, message queue and caches',
+  3: 'bootstrap: databases, users, schema migrations',
+  4: 'OpenStack services',
+  5: 'post-deploy: service registration and discovery',
+} as const;
+export type StepNumber = 1 | 2 | 3 | 4 | 5;
+const Step = Type.Union([Type.Literal(1), Type.Literal(2), Type.Literal(3), Type.Literal(4), Type.Literal(5)], {
+  description: '1 load balancer/VIPs, 2 DB/MQ/cache, 3 bootstrap, 4 OpenStack services, 5 post-deploy',
+});
+
+export const RoleSchema = Type.Object(
+  {
+    name: Type.String({ pattern: '^[A-Z][A-Za-z0-9]*$', description: 'role name; must match the file name' }),
+    description: Type.String({ minLength: 1 }),
+    count: Type.Optional(
+      Type.Integer({ minimum: 0, description: 'node count of this role in generated lab topologies' }),
+    ),
+    networks: Type.Array(NetworkName, {
+      minItems: 1,
+      uniqueItems: true,
+      description: 'networks every node of the role is on',
+    }),
+    update_serial: Type.Integer({
+      minimum: 1,
+      description: 'nodes of this role updated at once during a rolling update',
+    }),
+    services: Type.Array(ServiceName, { minItems: 1, uniqueItems: true }),
+  },
+  { ...strict, $id: 'urn:stackctl:schema:role', title: 'stackctl role' },
+);
+export type Role = Static<typeof RoleSchema>;
+
+export const HealthcheckSchema = Type.Object(
+  {
+    test: Command,
+    interval_s: Type.Optional(Type.Integer({ minimum: 1, default: 10 })),
+    timeout_s: Type.Optional(Type.Integer({ minimum: 1, default: 5 })),
+    retries: Type.Optional(Type.Integer({ minimum: 1, default: 3 })),
+    start_period_s: Type.Optional(Type.Integer({ minimum: 0 })),
+  },
+  strict,
+);
+
+export const ContainerSchema = Type.Object(
+  {
+    name: Type.String({ pattern: '^[a-z][a-z0-9_-]*$', description: 'container name on the node' }),
+    image: Type.String({ pattern: '^[a-z][a-z0-9-]*$', description: 'image key in the release manifest' }),
+    command: Type.Optional(Command),
+    user: Type.Optional(Type.String({ minLength: 1 })),
+    volumes: Type.Optional(
+      Type.Array(Type.String({ pattern: '^[^:]+:/[^:]*(:(ro|rw|z|Z|shared|rshared))?$' }), {
+        description: 'host-path-or-volume:container-path[:ro]',
+      }),
+    ),
+    environment: Type.Optional(Type.Record(Type.String({ pattern: '^[A-Z_][A-Z0-9_]*$' }), Type.String())),
+    network_mode: Type.Optional(Type.Union([Type.Literal('host'), Type.Literal('bridge')], { default: 'host' })),
+    ports: Type.Optional(
+      Type.Array(Type.Integer({ minimum: 1, maximum: 65535 }), {
+        description: 'ports the container listens on (host network)',
+      }),
+    ),
+    privileged: Type.Optional(Type.Boolean()),
+    cap_add: Type.Optional(Type.Array(Type.String({ pattern: '^[A-Z_]+$' }))),
+    healthcheck: Type.Optional(HealthcheckSchema),
+    restart: Type.Optional(
+      Type.Union([Type.Literal('always'), Type.Literal('unless-stopped'), Type.Literal('no')], {
+        default: 'unless-stopped',
+      }),
+    ),
+  },
+  strict,
+);
+export type Container = Static<typeof ContainerSchema>;
+
+export const ConfigFileSchema = Type.Object(
+  {
+    template: Type.String({ pattern: '^[a-z0-9][a-z0-9_./-]*\\.hbs$', description: 'path under roles/templates/' }),
+    dest: Type.String({ pattern: '^/etc/stackctl/', description: 'absolute path on the node' }),
+    mode: Type.Optional(Type.String({ pattern: '^0[0-7]{3}$', default: '0640' })),
+    containers: Type.Optional(
+      Type.Array(Type.String(), { description: 'containers that read it (absent: all of the service)' }),
+    ),
+  },
+  strict,
+);
+
+export const DatabaseSchema = Type.Object(
+  {
+    name: Type.String({ pattern: '^[a-z][a-z0-9_]*$' }),
+    user: Type.String({ pattern: '^[a-z][a-z0-9_]*$' }),
+    password: SecretName,
+  },
+  strict,
+);
+
+export const EndpointSchema = Type.Object(
+  {
+    type: Type.String({ pattern: '^[a-z-]+$', description: 'catalog service type, e.g. identity, compute' }),
+    service_name: Type.String({ pattern: '^[a-z-]+$' }),
+    port: Type.Integer({ minimum: 1, maximum: 65535 }),
+    path: Type.Optional(Type.String({ pattern: '^(/.*)?$', default: '' })),
+  },
+  strict,
+);
+
+export const ServiceUserSchema = Type.Object(
+  {
+    name: Type.String({ pattern: '^[a-z][a-z0-9_-]*$' }),
+    password: SecretName,
+    roles: Type.Optional(
+      Type.Array(Type.String(), { default: ['admin'], description: 'roles in the service project' }),
+    ),
+  },
+  strict,
+);
+
+export const TaskSchema = Type.Object(
+  {
+    name: Type.String({ pattern: '^[a-z][a-z0-9_-]*$' }),
+    step: Step,
+    container: Type.String({ description: 'container whose image, volumes and config the task borrows' }),
+    command: Command,
+    description: Type.Optional(Type.String()),
+  },
+  strict,
+);
+
+export const FrontendSchema = Type.Object(
+  {
+    name: Type.String({ pattern: '^[a-z][a-z0-9_]*$' }),
+    port: Type.Integer({ minimum: 1, maximum: 65535, description: 'port on the VIPs' }),
+    backend_port: Type.Integer({ minimum: 1, maximum: 65535, description: 'port on each backend node' }),
+    backend_network: Type.Optional(
+      Type.String({ default: 'internal_api', description: 'network of the backend addresses' }),
+    ),
+    vip_networks: Type.Array(NetworkName, { minItems: 1, description: 'networks whose VIP listens' }),
+    mode: Type.Union([Type.Literal('http'), Type.Literal('tcp')]),
+    check: Type.Optional(Type.String({ description: 'HTTP health-check path' })),
+    active_backup: Type.Optional(
+      Type.Boolean({ description: 'one active backend, the others as backup (Galera writes)' }),
+    ),
+  },
+  strict,
+);
+
+export const SkewSchema = Type.Object(
+  {
+    max_releases_behind: Type.Integer({
+      minimum: 0,
+      description: 'how many releases older than relative_to this service may run',
+    }),
+    relative_to: Type.Optional(ServiceName),
+    upgrade_with: Type.Optional(Type.Array(ServiceName, { description: 'services that must move in the same phase' })),
+  },
+  strict,
+);
+
+export const UpgradeSchema = Type.Object(
+  {
+    migration: Type.Union([Type.Literal('none'), Type.Literal('online'), Type.Literal('offline')], {
+      description: 'online: expand/migrate/contract with the APIs up; offline: a declared pause with the APIs down',
+    }),
+    expand: Commands('online: additive schema changes, run once before the restart'),
+    migrate: Commands('online: data migrations, run once after every node runs the new code'),
+    contract: Commands('online: remove old schema, once no old-version service is up'),
+    offline: Commands('offline: migrations run while every API of the service is stopped'),
+    check: Commands('pre-upgrade checks (e.g. nova-status upgrade check)'),
+    backup_database: Type.Boolean({ description: 'dump the database before a contract or offline migration' }),
+    rolling: Type.Boolean({ description: 'restart node by node behind HAProxy rather than all at once' }),
+    skew: Type.Optional(SkewSchema),
+    hooks: Type.Optional(
+      Type.Object(
+        {
+          pre_batch: Type.Optional(
+            Type.Array(Type.String(), { description: 'built-in or user hooks run before each batch' }),
+          ),
+          post_batch: Type.Optional(Type.Array(Type.String(), { description: 'hooks run after each batch' })),
+        },
+        strict,
+      ),
+    ),
+  },
+  strict,
+);
+
+export const SecretSpecSchema = Type.Object(
+  {
+    name: SecretName,
+    kind: Type.Union([
+      Type.Literal('password'),
+      Type.Literal('fernet_key'),
+      Type.Literal('erlang_cookie'),
+      Type.Literal('vrrp_password'),
+      Type.Literal('hex_key'),
+    ]),
+  },
+  strict,
+);
+
+export const ServiceSchema = Type.Object(
+  {
+    name: ServiceName,
+    description: Type.String({ minLength: 1 }),
+    step: Step,
+    cluster: Type.Union([Type.Literal('none'), Type.Literal('quorum'), Type.Literal('vrrp')], {
+      description: 'quorum: needs an odd number of members (Galera, RabbitMQ); vrrp: keepalived',
+    }),
+    requires: Type.Optional(
+      Type.Array(ServiceName, { default: [], description: 'services that must run in the cloud first' }),
+    ),
+    containers: Type.Array(ContainerSchema, { minItems: 1 }),
+    config: Type.Optional(Type.Array(ConfigFileSchema, { default: [] })),
+    secrets: Type.Optional(Type.Array(SecretSpecSchema, { default: [] })),
+    databases: Type.Optional(Type.Array(DatabaseSchema, { default: [] })),
+    service_user: Type.Optional(ServiceUserSchema),
+    endpoints: Type.Optional(Type.Array(EndpointSchema, { default: [] })),
+    tasks: Type.Optional(Type.Array(TaskSchema, { default: [], description: 'run-once tasks on the bootstrap node' })),
+    haproxy: Type.Optional(Type.Array(FrontendSchema, { default: [] })),
+    settings: Type.Optional(
+      Type.Record(
+        Type.String({ pattern: '^[a-z][a-z0-9_]*$' }),
+        Type.Union([Type.String(), Type.Number(), Type.Boolean()]),
+        {
+          description: 'defaults of template settings; an inventory overrides them with cloud.settings',
+        },
+      ),
+    ),
+    upgrade: UpgradeSchema,
+  },
+  { ...strict, $id: 'urn:stackctl:schema:service', title: 'stackctl service' },
+);
+export type Service = Static<typeof ServiceSchema>;
+
+export const ReleaseSchema = Type.Object(
+  {
+    name: Type.String({ pattern: '^[a-z0-9][a-z0-9.-]*$' }),
+    openstack: Type.String({ pattern: '^[a-z]+$', description: 'OpenStack release name' }),
+    series: Type.String({
+      pattern: '^\\d{4}\\.\\d$',
+      description: 'OpenStack series, e.g. 2022.2; orders releases for skew rules',
+    }),
+    distro: Type.Object({ name: Type.Literal('debian'), suite: Type.String({ pattern: '^[a-z]+$' }) }, strict),
+    registry: Type.String({ pattern: '^[a-zA-Z0-9.-]+(:\\d+)?$', description: 'default registry host[:port]' }),
+    namespace: Type.String({ pattern: '^[a-z0-9][a-z0-9/_-]*$' }),
+    images: Type.Record(
+      Type.String({ pattern: '^[a-z][a-z0-9-]*$' }),
+      Type.Object(
+        {
+          tag: Type.String({ pattern: '^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$' }),
+          from: Type.Optional(Type.String({ description: 'parent image key' })),
+          packages: Type.Optional(Type.Array(Type.String({ pattern: '^[a-z0-9][a-z0-9.+-]*$' }), { default: [] })),
+        },
+        strict,
+      ),
+    ),
+  },
+  { ...strict, $id: 'urn:stackctl:schema:release', title: 'stackctl release manifest' },
+);
+export type Release = Static<typeof ReleaseSchema>;
