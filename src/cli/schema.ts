@@ -15,7 +15,9 @@ export const PUBLISHED_SCHEMAS = {
 
 /** JSON text of a published schema (what the repository's schemas/ folder holds). */
 export function schemaJson(name: keyof typeof PUBLISHED_SCHEMAS): string {
-  return JSON.stringify({ $schema: 'http://json-schema.org/draft-07/schema#', ...PUBLISHED_SCHEMAS[name] }, null, 2) + '\n';
+  return (
+    JSON.stringify({ $schema: 'http://json-schema.org/draft-07/schema#', ...PUBLISHED_SCHEMAS[name] }, null, 2) + '\n'
+  );
 }
 
 /** `stackctl schema NAME`: print a JSON Schema, e.g. for editor completion. */

@@ -43,25 +43,25 @@ export function parseBmcAddress(address: string): BmcAddress {
     });
   }
   const info = BMC_SCHEMES[scheme as BmcScheme];
+  const explicitPort = /^[^/]*:(\d+)(\/|$)/.exec(m[2]!.replace(/^\[[^\]]*\]/, ''));
+  const port = explicitPort ? Number(explicitPort[1]) : info.defaultPort;
+  if (!Number.isInteger(port) || port < 1 || port > 65535) {
+    throw new InputError('E_BMC_ADDRESS', `BMC address '${redactUserinfo(address)}' has an invalid port`, {
+      hint: 'Ports are 1-65535.',
+    });
+  }
   let url: URL;
   try {
     // URL parses host, port and IPv6 brackets for us; the scheme is swapped for one it knows.
     url = new URL(`http://${m[2]!}`);
   } catch {
-    throw new InputError('E_BMC_ADDRESS', `BMC address '${address}' is not a valid address`, {
+    throw new InputError('E_BMC_ADDRESS', `BMC address '${redactUserinfo(address)}' is not a valid address`, {
       hint: 'Check the host name and port.',
     });
   }
   if (url.username || url.password) {
     throw new InputError('E_INLINE_SECRET', `BMC address '${redactUserinfo(address)}' carries credentials`, {
       hint: 'Remove user:password@ from the address; credentials live in the secrets file, named by bmc.credentials.',
-    });
-  }
-  const explicitPort = /^[^/]*:(\d+)(\/|$)/.exec(m[2]!.replace(/^\[[^\]]*\]/, ''));
-  const port = explicitPort ? Number(explicitPort[1]) : info.defaultPort;
-  if (!Number.isInteger(port) || port < 1 || port > 65535) {
-    throw new InputError('E_BMC_ADDRESS', `BMC address '${address}' has an invalid port`, {
-      hint: 'Ports are 1-65535.',
     });
   }
   let systemPath = '';

@@ -7,6 +7,7 @@
  */
 import { isMap, isPair, isScalar, isSeq, LineCounter, parseDocument, visit, type Node, type Scalar } from 'yaml';
 import type { Issue, SourceLocation } from './errors.js';
+import { loadFast } from './yaml-fast.js';
 
 /** Limits applied to every YAML file stackctl reads. */
 export interface YamlLimits {
@@ -45,8 +46,27 @@ function yaml11Surprise(source: string, value: unknown): string | undefined {
   return undefined;
 }
 
-/** Parse YAML text; never throws for bad input: faults come back as issues. */
+/**
+ * Parse YAML text; never throws for bad input: faults come back as issues.
+ * A clean document takes the fast loader and builds positions only when a
+ * later check asks where something is; anything else takes the full parser.
+ */
 export function parseYaml(file: string, text: string, limits: YamlLimits = DEFAULT_YAML_LIMITS): YamlSource {
+  const fast = loadFast(text);
+  if (fast) {
+    let full: YamlSource | undefined;
+    return {
+      file,
+      data: fast.data,
+      issues: [],
+      locate: (path, opts) => (full ??= parseYamlFull(file, text, limits)).locate(path, opts),
+    };
+  }
+  return parseYamlFull(file, text, limits);
+}
+
+/** The full parser: every syntax error and ambiguity, with positions. */
+export function parseYamlFull(file: string, text: string, limits: YamlLimits = DEFAULT_YAML_LIMITS): YamlSource {
   const lineCounter = new LineCounter();
   const doc = parseDocument(text, {
     version: '1.2',
@@ -66,7 +86,7 @@ export function parseYaml(file: string, text: string, limits: YamlLimits = DEFAU
     issues.push({
       severity: doc.errors.includes(err) ? 'error' : 'warning',
       code: 'E_YAML_SYNTAX',
-      message: err.message.split('\n')[0] ?? err.message,
+      message: (err.message.split('\n')[0] ?? err.message).replace(/ at line \d+, column \d+:?$/, ''),
       hint: 'Fix the YAML syntax at this position (indentation, a missing colon or quote).',
       location: at(err.pos[0]),
     });

@@ -70,7 +70,7 @@ export function checkInventory(
   const macs = new Map<string, { node: string; path: (string | number)[] }>();
   const bmcs = new Map<string, { node: string; index: number }>();
   const ips = new Map<string, { node: string; path: (string | number)[] }>(); // key: network|ip
-  const quorum = new Map<string, number>();
+  const quorum = new Map<string, number[]>(); // service -> indexes of the nodes running it
 
   inv.nodes.forEach((node, i) => {
     const base: (string | number)[] = ['nodes', i];
@@ -105,7 +105,11 @@ export function checkInventory(
           );
         }
       }
-      for (const svc of role.quorumServices) quorum.set(svc, (quorum.get(svc) ?? 0) + 1);
+      for (const svc of role.quorumServices) {
+        const members = quorum.get(svc) ?? [];
+        members.push(i);
+        quorum.set(svc, members);
+      }
     }
 
     // NICs
@@ -228,20 +232,23 @@ export function checkInventory(
     }
   });
 
-  for (const [svc, count] of [...quorum.entries()].sort()) {
+  for (const [svc, members] of [...quorum.entries()].sort(([a], [b]) => a.localeCompare(b))) {
+    const count = members.length;
+    const names = members.map((m) => inv.nodes[m]!.name).join(', ');
+    const last = ['nodes', members[count - 1]!, 'role'];
     if (count === 2) {
       err(
         'E_QUORUM',
-        `${count} nodes run ${svc}: a 2-member cluster loses quorum when either member fails`,
+        `2 nodes run ${svc} (${names}): a 2-member cluster loses quorum when either member fails`,
         'Use 1 node (no HA) or an odd number of 3 or more.',
-        ['nodes'],
+        last,
       );
     } else if (count % 2 === 0 && count > 0) {
       warn(
         'W_QUORUM_EVEN',
-        `${count} nodes run ${svc}: an even cluster tolerates no more failures than ${count - 1} nodes`,
+        `${count} nodes run ${svc}: an even cluster tolerates no more failures than ${count - 1} nodes do`,
         'Prefer an odd number of nodes for quorum services (Galera, RabbitMQ).',
-        ['nodes'],
+        last,
       );
     }
   }

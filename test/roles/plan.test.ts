@@ -1,0 +1,147 @@
+import { readFileSync, writeFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { sha256 } from '../../src/core/hash.js';
+import { defaultReleasesDir, defaultRolesDir } from '../../src/core/paths.js';
+import { Secret } from '../../src/core/secret.js';
+import { generateInventoryYaml } from '../../src/inventory/generate.js';
+import { allocate, EMPTY_IPAM } from '../../src/inventory/ipam.js';
+import { parseInventory } from '../../src/inventory/load.js';
+import { loadCatalog } from '../../src/roles/catalog.js';
+import { buildPlan, planToJson } from '../../src/roles/plan.js';
+import { loadRelease } from '../../src/roles/release.js';
+import { copyInventory, runCli } from '../helpers/cli.js';
+
+const catalog = loadCatalog(defaultRolesDir());
+const release = loadRelease(defaultReleasesDir(), 'zed');
+
+function planFor(text: string, secrets?: Map<string, Secret>) {
+  const loaded = parseInventory('inv.yaml', text, { roles: catalog.roleInfo });
+  const alloc = allocate(loaded.inventory, loaded.networks, catalog.roleInfo, EMPTY_IPAM, (p) =>
+    loaded.source.locate(p),
+  );
+  return buildPlan({
+    inventory: loaded.inventory,
+    inventoryDigest: sha256(text),
+    catalog,
+    release,
+    addresses: alloc.addresses,
+    ...(secrets ? { secrets } : {}),
+  });
+}
+
+function allSecrets(value: (name: string) => string): Map<string, Secret> {
+  const m = new Map<string, Secret>();
+  for (const svc of catalog.services.values())
+    for (const s of svc.secrets ?? []) m.set(s.name, new Secret(value(s.name)));
+  return m;
+}
+
+describe('the plan', () => {
+  it('is byte-identical across runs, through the CLI', async () => {
+    const inv = copyInventory('example-multinode.yaml');
+    const a = await runCli('plan', '-i', inv, '--json');
+    const b = await runCli('plan', '-i', inv, '--json');
+    const human1 = await runCli('plan', '-i', inv);
+    const human2 = await runCli('plan', '-i', inv);
+    expect(a.code).toBe(0);
+    expect(a.stdout).toBe(b.stdout);
+    expect(human1.stdout).toBe(human2.stdout);
+  });
+
+  it('is a pure function of its inputs: two independent builds agree', () => {
+    const text = generateInventoryYaml({ controllers: 3, computes: 20 });
+    expect(planToJson(planFor(text).plan)).toBe(planToJson(planFor(text).plan));
+  });
+
+  it('lays out nodes, containers, VIPs, bootstrap nodes and the five steps', () => {
+    const { plan } = planFor(generateInventoryYaml({ controllers: 3, computes: 2 }));
+    expect(plan.vips).toEqual({ external: '10.130.255.250', internal_api: '10.129.255.250' });
+    const ctl = plan.nodes.find((n) => n.name === 'ctl-1')!;
+    expect(ctl.services).toContain('mariadb');
+    expect(ctl.containers.find((c) => c.name === 'keystone')!.image).toBe('192.168.24.1:5000/stackctl/keystone:zed-1');
+    const cmp = plan.nodes.find((n) => n.name === 'cmp-0')!;
+    expect(cmp.containers.map((c) => c.name)).toEqual(['nova_compute']);
+    expect(plan.services.find((s) => s.name === 'mariadb')!.bootstrap).toBe('ctl-0');
+    expect(plan.steps.map((s) => s.step)).toEqual([1, 2, 3, 4, 5]);
+    expect(
+      plan.steps[0]!.actions.every((a) => a.kind === 'container' && ['haproxy', 'keepalived'].includes(a.service)),
+    ).toBe(true);
+    expect(
+      plan.steps[2]!.actions.filter((a) => a.kind === 'database').map((a) => (a as { database: string }).database),
+    ).toContain('nova_cell0');
+    expect(
+      plan.steps[4]!.actions.filter((a) => a.kind === 'register')
+        .map((a) => a.service)
+        .sort(),
+    ).toEqual(['glance', 'nova-api', 'placement']);
+    const keystone = plan.services.find((s) => s.name === 'keystone')!;
+    expect(keystone.endpoints).toContainEqual({
+      type: 'identity',
+      interface: 'public',
+      url: 'http://10.130.255.250:5000/v3',
+    });
+  });
+
+  it('renders configs with the secrets but shows only hashes', () => {
+    const text = generateInventoryYaml({ controllers: 1, computes: 1 });
+    const { plan, rendered } = planFor(
+      text,
+      allSecrets((n) => `value-of-${n}`),
+    );
+    const nova = rendered.get('cmp-0')!.get('/etc/stackctl/nova-compute/nova.conf')!;
+    expect(nova).toContain('password = value-of-nova_keystone_password');
+    expect(nova).toContain('compute_driver = libvirt.LibvirtDriver');
+    // Computes get no database credentials: they go through the conductor.
+    expect(nova).not.toContain('nova_db_password');
+    expect(nova).not.toContain('[database]');
+    expect(planToJson(plan)).not.toContain('value-of-');
+    expect(plan.nodes[1]!.configs[0]!.sha256).toBe(sha256(nova));
+  });
+
+  it('changes the hash of exactly the containers whose inputs changed', () => {
+    const text = generateInventoryYaml({ controllers: 1, computes: 1 });
+    const a = planFor(
+      text,
+      allSecrets((n) => `v1-${n}`),
+    ).plan;
+    const b = planFor(
+      text,
+      allSecrets((n) => (n === 'glance_db_password' ? 'v2' : `v1-${n}`)),
+    ).plan;
+    const hashes = (p: typeof a) =>
+      Object.fromEntries(p.nodes.flatMap((n) => n.containers.map((c) => [`${n.name}/${c.name}`, c.hash])));
+    const ha = hashes(a);
+    const hb = hashes(b);
+    const changed = Object.keys(ha).filter((k) => ha[k] !== hb[k]);
+    expect(changed).toEqual(['ctl-0/glance_api']);
+  });
+
+  it('lets the inventory choose the compute driver, and refuses unknown settings', () => {
+    const text = generateInventoryYaml({ controllers: 1, computes: 1 }).replace(
+      'release: zed }',
+      'release: zed, settings: { nova_compute_driver: fake.FakeDriver } }',
+    );
+    const { rendered } = planFor(text);
+    expect(rendered.get('cmp-0')!.get('/etc/stackctl/nova-compute/nova.conf')).toContain(
+      'compute_driver = fake.FakeDriver',
+    );
+    const bad = text.replace('nova_compute_driver', 'nova_compute_drivr');
+    expect(() => planFor(bad)).toThrow(/nova_compute_drivr.*not a setting/);
+  });
+
+  it('adding a node changes no other node', async () => {
+    const inv = copyInventory('example-multinode.yaml');
+    const before = JSON.parse((await runCli('plan', '-i', inv, '--json')).stdout);
+    const text = readFileSync(inv, 'utf8').replace(
+      'nodes:\n',
+      "nodes:\n  - name: cmp-new\n    role: Compute\n    bmc: { address: 'ipmi://10.1.1.99', credentials: bmc-computes }\n    nics: [ { mac: '0c:c4:7a:20:00:99', network: provisioning } ]\n",
+    );
+    writeFileSync(inv, text);
+    const after = JSON.parse((await runCli('plan', '-i', inv, '--json')).stdout);
+    for (const node of before.nodes) {
+      const same = after.nodes.find((n: { name: string }) => n.name === node.name);
+      expect(same.addresses).toEqual(node.addresses);
+      if (node.role === 'Compute') expect(same).toEqual(node);
+    }
+  });
+});
