@@ -2,6 +2,8 @@ import { Command, CommanderError } from 'commander';
 import { ExitCode, StackctlError, ValidationFailed, formatIssue } from '../core/errors.js';
 import { registerInventory } from './inventory.js';
 import { registerIpam } from './ipam.js';
+import { registerLab } from './lab.js';
+import { registerNodes } from './nodes.js';
 import { registerPlan } from './plan.js';
 import { registerSchema } from './schema.js';
 import { registerSecrets } from './secrets.js';
@@ -19,6 +21,8 @@ export function buildProgram(): Command {
   registerPlan(program);
   registerIpam(program);
   registerSchema(program);
+  registerNodes(program);
+  registerLab(program);
   return program;
 }
 

@@ -23,6 +23,8 @@ export const SECRET_KINDS = {
   erlang_cookie: () => randomString(32, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ'),
   /** A VRRP password: keepalived's PASS authentication uses at most 8 characters. */
   vrrp_password: () => randomAlnum(8),
+  /** A BMC password: 16 letters and digits, within IPMI 2.0's 20-byte limit. */
+  bmc_password: () => randomAlnum(16),
   /** 32 random bytes as hex. */
   hex_key: () => randomBytes(32).toString('hex'),
 } as const;
@@ -135,7 +137,7 @@ export function generateSecrets(
       missingReal.push(`${name} (nodes ${ref.nodes.slice(0, 3).join(', ')}${ref.nodes.length > 3 ? ', …' : ''})`);
       continue;
     }
-    bmc[name] = { username: 'admin', password: SECRET_KINDS.password() };
+    bmc[name] = { username: 'admin', password: SECRET_KINDS.bmc_password() };
     added.push(`bmc.${name}`);
   }
   if (missingReal.length) {

@@ -96,7 +96,8 @@ const mutations: Mutation[] = [
     from: 'name: cmp-1\n',
     to: 'name: cmp-0\n',
     code: 'E_DUPLICATE_NODE',
-    at: "name: cmp-0\n    role: Compute\n    bmc: { address: 'redfish+https://10.1.1.22",
+    at: 'name: cmp-0\n',
+    occurrence: 2,
   },
   {
     scenario: 'a duplicate BMC address',

@@ -1,0 +1,192 @@
+import type { Command } from 'commander';
+import { ExitCode, StackctlError, UsageError, type ExitCode as Exit } from '../core/errors.js';
+import { JsonLinesLog, formatEvent, type StackctlEvent } from '../core/events.js';
+import type { BmcDriver, BootDevice } from '../bmc/driver.js';
+import { IpmiTransport } from '../bmc/ipmi/transport.js';
+import { createDriver } from '../bmc/registry.js';
+import { loadAll } from './context.js';
+import { inventoryOptions, type CommonOpts } from './options.js';
+import { out, table } from './output.js';
+import { runWithProgress } from './progress.js';
+import { bmcTargets, selectNodes, type SelectOptions } from './targets.js';
+
+/** Actions of `nodes power`, each a driver call that resolves to the state to report. */
+const POWER_ACTIONS: Readonly<Record<string, (d: BmcDriver) => Promise<string>>> = {
+  status: (d) => d.powerState(),
+  on: async (d) => (await d.powerOn(), d.powerState()),
+  off: async (d) => (await d.powerOff(), d.powerState()),
+  'soft-off': async (d) => (await d.softOff(), d.powerState()),
+  cycle: async (d) => (await d.powerCycle(), d.powerState()),
+};
+
+type NodeOpts = CommonOpts & SelectOptions & { json?: boolean; concurrency: string };
+
+interface NodeResult {
+  node: string;
+  address: string;
+  ok: boolean;
+  result?: string;
+  error?: { code: string; message: string; hint?: string };
+  exit?: Exit;
+}
+
+function withSelection(cmd: Command): Command {
+  return inventoryOptions(cmd)
+    .option('--node <name...>', 'these nodes (repeatable)')
+    .option('--role <role>', 'every node of this role')
+    .option('--all', 'every node of the inventory')
+    .option('--concurrency <n>', 'BMCs handled at once', '32')
+    .option('--json', 'results as JSON on stdout');
+}
+
+/**
+ * Run one BMC operation on every selected node: in parallel under a limit,
+ * each failure reported and the others carried on. Events go to
+ * `<inventory>.events.jsonl`; progress to the terminal.
+ */
+async function eachNode(
+  opts: NodeOpts,
+  command: string,
+  op: (d: BmcDriver) => Promise<string>,
+  event: (node: string, result: string) => StackctlEvent,
+): Promise<void> {
+  const all = loadAll(opts);
+  const names = selectNodes(all, opts);
+  const targets = bmcTargets(all, names);
+  const log = new JsonLinesLog(all.inventoryFile.replace(/\.ya?ml$/, '') + '.events.jsonl');
+  const tty = Boolean(process.stderr.isTTY) && !opts.json;
+  const emit = (e: StackctlEvent): void => {
+    log.emit(e);
+    if (!tty && !opts.json) process.stderr.write(formatEvent(e) + '\n');
+  };
+  emit({ kind: 'command.start', command, nodes: names });
+  const transport = new IpmiTransport();
+  const warned = new Set<string>();
+  const results: NodeResult[] = targets.map((t) => ({ node: t.node, address: t.address, ok: false }));
+  try {
+    await runWithProgress(
+      targets.map((target, i) => ({
+        title: `${target.node} (${target.address})`,
+        run: async () => {
+          const driver = createDriver(target, {
+            ipmiTransport: transport,
+            redfish: {
+              warn: (line) => {
+                if (!warned.has(line)) process.stderr.write(`warning: ${line}\n`);
+                warned.add(line);
+              },
+            },
+          });
+          const r = results[i]!;
+          try {
+            driver.validate();
+            r.result = await op(driver);
+            r.ok = true;
+            emit(event(target.node, r.result));
+            return r.result;
+          } catch (e) {
+            const err = e instanceof StackctlError ? e : undefined;
+            r.error = {
+              code: err?.code ?? 'E_INTERNAL',
+              message: e instanceof Error ? e.message : String(e),
+              ...(err?.hint ? { hint: err.hint } : {}),
+            };
+            r.exit = err?.exitCode ?? ExitCode.INTERNAL;
+            emit({
+              kind: 'node.failed',
+              node: target.node,
+              action: command,
+              code: r.error.code,
+              message: r.error.message,
+            });
+            throw e;
+          } finally {
+            await driver.close().catch(() => undefined);
+          }
+        },
+      })),
+      Number(opts.concurrency) || 32,
+      tty,
+    );
+  } finally {
+    await transport.close();
+  }
+  const failed = results.filter((r) => !r.ok);
+  emit({ kind: 'command.end', command, ok: results.length - failed.length, failed: failed.length });
+  if (opts.json)
+    out(
+      JSON.stringify(
+        results.map(({ exit: _exit, ...r }) => r),
+        null,
+        2,
+      ) + '\n',
+    );
+  else {
+    out(
+      table(
+        ['NODE', 'BMC', 'RESULT'],
+        results.map((r) => [r.node, r.address, r.ok ? r.result! : `FAILED ${r.error!.code}: ${r.error!.message}`]),
+      ),
+    );
+    for (const r of failed) if (r.error?.hint) process.stderr.write(`${r.node}: hint: ${r.error.hint}\n`);
+  }
+  if (failed.length) {
+    const codes = new Set(failed.map((r) => r.exit));
+    process.exitCode = codes.size === 1 ? [...codes][0]! : ExitCode.REMOTE;
+  }
+}
+
+/** `stackctl nodes power|bootdev|validate`: BMC operations on selected nodes. */
+export function registerNodes(program: Command): void {
+  const nodes = program.command('nodes').description('drive the nodes through their BMCs (IPMI or Redfish)');
+  withSelection(nodes.command('power'))
+    .description('power status, on, off (hard), soft-off (ACPI) or cycle')
+    .argument('<action>', Object.keys(POWER_ACTIONS).join('|'))
+    .action(async (action: string, opts: NodeOpts) => {
+      const op = POWER_ACTIONS[action];
+      if (!op) {
+        throw new UsageError('E_USAGE', `unknown power action '${action}'`, {
+          hint: `Use one of: ${Object.keys(POWER_ACTIONS).join(', ')}.`,
+        });
+      }
+      await eachNode(opts, `power ${action}`, op, (node, state) => ({ kind: 'node.power', node, action, state }));
+    });
+  withSelection(nodes.command('bootdev'))
+    .description('set the boot device: pxe or disk, for the next boot or persistently')
+    .argument('<device>', 'pxe|disk')
+    .option('--persistent', 'keep it for every boot (default: next boot only)')
+    .option('--uefi', 'boot in UEFI mode (default: legacy BIOS)')
+    .action(async (device: string, opts: NodeOpts & { persistent?: boolean; uefi?: boolean }) => {
+      if (device !== 'pxe' && device !== 'disk') {
+        throw new UsageError('E_USAGE', `unknown boot device '${device}'`, { hint: 'Use pxe or disk.' });
+      }
+      const persistent = Boolean(opts.persistent);
+      const uefi = Boolean(opts.uefi);
+      await eachNode(
+        opts,
+        `bootdev ${device}`,
+        async (d) => {
+          await d.setBootDevice(device as BootDevice, { persistent, uefi });
+          const b = await d.getBootDevice();
+          return `${b.device} (${b.persistent ? 'persistent' : 'next boot'}, ${b.uefi ? 'UEFI' : 'legacy'})`;
+        },
+        (node) => ({ kind: 'node.bootdev', node, device, persistent, uefi }),
+      );
+    });
+  withSelection(nodes.command('validate'))
+    .description(
+      "check every selected node's BMC: address, reachability and credentials; reports each failure and goes on",
+    )
+    .action(async (opts: NodeOpts) => {
+      await eachNode(
+        opts,
+        'validate',
+        async (d) => {
+          const id = await d.identify();
+          const power = await d.powerState();
+          return `${d.kind} ok, power ${power}${id.manufacturer ? `, ${id.manufacturer}` : ''}${id.model ? ` ${id.model}` : ''}`;
+        },
+        (node, detail) => ({ kind: 'node.validated', node, driver: detail.split(' ')[0] ?? '', detail }),
+      );
+    });
+}
