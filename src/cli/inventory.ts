@@ -1,6 +1,8 @@
 import type { Command } from 'commander';
-import { ValidationFailed } from '../core/errors.js';
-import { loadAll } from './context.js';
+import { StackctlError, ValidationFailed, type Issue } from '../core/errors.js';
+import { createDriver } from '../bmc/registry.js';
+import { loadAll, type Loaded } from './context.js';
+import { bmcTargets } from './targets.js';
 import { out, printIssues } from './output.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
 
@@ -13,6 +15,8 @@ export function registerInventory(program: Command): void {
     .action((opts: CommonOpts & { json?: boolean }) => {
       try {
         const loaded = loadAll(opts);
+        const driverIssues = checkDrivers(loaded);
+        if (driverIssues.length) throw new ValidationFailed(opts.inventory, [...driverIssues, ...loaded.warnings]);
         if (opts.json)
           out(JSON.stringify({ valid: true, file: opts.inventory, issues: loaded.warnings }, null, 2) + '\n');
         else {
@@ -31,4 +35,30 @@ export function registerInventory(program: Command): void {
         throw e;
       }
     });
+}
+
+/**
+ * Each node's BMC driver checks its own needs offline (CONVENTIONS.md 3): an
+ * IPMI password longer than 20 bytes fails here, before any BMC is touched.
+ * Needs the secrets file; without it there are no credentials to check.
+ */
+function checkDrivers(all: Loaded): Issue[] {
+  if (!all.secrets) return [];
+  const names = all.loaded.inventory.nodes.map((n) => n.name);
+  const issues: Issue[] = [];
+  bmcTargets(all, names).forEach((target, i) => {
+    try {
+      createDriver(target).validate();
+    } catch (e) {
+      if (!(e instanceof StackctlError)) throw e;
+      issues.push({
+        severity: 'error',
+        code: e.code,
+        message: e.message,
+        ...(e.hint ? { hint: e.hint } : {}),
+        location: all.loaded.source.locate(['nodes', i, 'bmc']),
+      });
+    }
+  });
+  return issues;
 }

@@ -85,4 +85,17 @@ describe('stackctl secrets generate', () => {
     expect(r.code).toBe(3);
     expect(r.stderr).toMatch(/E_UNKNOWN_CREDENTIALS.*other-bmc/);
   });
+
+  it('lets each BMC driver check its credentials offline during validate', async () => {
+    const inv = copyInventory('lab.yaml');
+    await runCli('secrets', 'generate', '-i', inv);
+    const file = secretsOf(inv);
+    const real = loadSecrets(file)!.bmc.get('lab-bmc')!.password.reveal();
+    writeFileSync(file, readFileSync(file, 'utf8').replace(real, 'x'.repeat(24)), { mode: 0o600 });
+    const r = await runCli('inventory', 'validate', '-i', inv);
+    expect(r.code).toBe(3);
+    // IPMI 2.0 passwords have at most 20 bytes: the IPMI node fails, before any BMC is touched.
+    expect(r.stderr).toMatch(/lab\.yaml:\d+:\d+: error E_IPMI_PASSWORD_TOO_LONG at \/nodes\/0\/bmc/);
+    expect(r.stderr).not.toContain('x'.repeat(24));
+  });
 });
