@@ -85,47 +85,32 @@ export class StackctlError extends Error {
   }
 }
 
-/** Invalid operator input; exit status INVALID_INPUT. */
-export class InputError extends StackctlError {
-  constructor(code: string, message: string, options: Omit<StackctlErrorOptions, 'exitCode'> = {}) {
-    super(code, message, { ...options, exitCode: ExitCode.INVALID_INPUT });
-  }
+/** A StackctlError subclass whose exit status is fixed by its category. */
+function category(exitCode: ExitCode) {
+  return class extends StackctlError {
+    constructor(code: string, message: string, options: Omit<StackctlErrorOptions, 'exitCode'> = {}) {
+      super(code, message, { ...options, exitCode });
+    }
+  };
 }
+
+/** Invalid operator input; exit status INVALID_INPUT. */
+export class InputError extends category(ExitCode.INVALID_INPUT) {}
 
 /** File-system problems: unreadable, unwritable, unsafe permissions; exit status IO. */
-export class IoError extends StackctlError {
-  constructor(code: string, message: string, options: Omit<StackctlErrorOptions, 'exitCode'> = {}) {
-    super(code, message, { ...options, exitCode: ExitCode.IO });
-  }
-}
+export class IoError extends category(ExitCode.IO) {}
 
 /** A remote peer (BMC, node) failed or refused; exit status REMOTE. */
-export class RemoteError extends StackctlError {
-  constructor(code: string, message: string, options: Omit<StackctlErrorOptions, 'exitCode'> = {}) {
-    super(code, message, { ...options, exitCode: ExitCode.REMOTE });
-  }
-}
+export class RemoteError extends category(ExitCode.REMOTE) {}
 
 /** A remote peer did not answer within its deadline; exit status TIMEOUT. */
-export class TimeoutError extends StackctlError {
-  constructor(code: string, message: string, options: Omit<StackctlErrorOptions, 'exitCode'> = {}) {
-    super(code, message, { ...options, exitCode: ExitCode.TIMEOUT });
-  }
-}
+export class TimeoutError extends category(ExitCode.TIMEOUT) {}
 
 /** Credentials refused by a BMC or node; exit status AUTH. */
-export class AuthError extends StackctlError {
-  constructor(code: string, message: string, options: Omit<StackctlErrorOptions, 'exitCode'> = {}) {
-    super(code, message, { ...options, exitCode: ExitCode.AUTH });
-  }
-}
+export class AuthError extends category(ExitCode.AUTH) {}
 
 /** Wrong command-line usage; exit status USAGE. */
-export class UsageError extends StackctlError {
-  constructor(code: string, message: string, options: Omit<StackctlErrorOptions, 'exitCode'> = {}) {
-    super(code, message, { ...options, exitCode: ExitCode.USAGE });
-  }
-}
+export class UsageError extends category(ExitCode.USAGE) {}
 
 /**
  * Many input faults found in one pass (schema + semantic checks report

@@ -1,6 +1,6 @@
 import { readdirSync } from 'node:fs';
 import { basename, join } from 'node:path';
-import type { TSchema } from '@sinclair/typebox';
+import type { Static, TSchema } from '@sinclair/typebox';
 import { ValidationFailed, type Issue } from '../core/errors.js';
 import { exists, readTextFile } from '../core/fs.js';
 import { checkSchema } from '../core/schema.js';
@@ -28,17 +28,41 @@ interface Loaded<T> {
   source: YamlSource;
 }
 
-function loadFile<T extends TSchema>(
-  file: string,
-  schema: T,
-  issues: Issue[],
-): Loaded<import('@sinclair/typebox').Static<T>> | undefined {
+function loadFile<T extends TSchema>(file: string, schema: T, issues: Issue[]): Loaded<Static<T>> | undefined {
   const source = parseYaml(file, readTextFile(file, MAX_FILE));
   issues.push(...source.issues);
   if (source.issues.some((i) => i.severity === 'error')) return undefined;
   const { value, issues: schemaIssues } = checkSchema(schema, source);
   issues.push(...schemaIssues);
   return value ? { value, source } : undefined;
+}
+
+/** Load every `<name>.yaml` of a folder with a schema; the `name` inside must equal the file name. */
+function loadNamed<T extends TSchema>(
+  dir: string,
+  schema: T,
+  kind: string,
+  issues: Issue[],
+): Map<string, Loaded<Static<T> & { name: string }>> {
+  const out = new Map<string, Loaded<Static<T> & { name: string }>>();
+  for (const file of yamlFiles(dir)) {
+    const loaded = loadFile(file, schema, issues) as Loaded<Static<T> & { name: string }> | undefined;
+    if (!loaded) continue;
+    const expected = basename(file, '.yaml');
+    if (loaded.value.name !== expected) {
+      issues.push(
+        issue(
+          loaded.source,
+          ['name'],
+          'E_NAME_MISMATCH',
+          `${kind} '${loaded.value.name}' is in file ${expected}.yaml`,
+          `Name the file ${loaded.value.name}.yaml or fix the name.`,
+        ),
+      );
+    }
+    out.set(loaded.value.name, loaded);
+  }
+  return out;
 }
 
 function yamlFiles(dir: string): string[] {
@@ -56,44 +80,10 @@ function yamlFiles(dir: string): string[] {
  */
 export function loadCatalog(dir: string): Catalog {
   const issues: Issue[] = [];
-  const services = new Map<string, Loaded<Service>>();
-  const roles = new Map<string, Loaded<Role>>();
   const templates = new Map<string, Template>();
 
-  for (const file of yamlFiles(join(dir, 'services'))) {
-    const loaded = loadFile(file, ServiceSchema, issues);
-    if (!loaded) continue;
-    const expected = basename(file, '.yaml');
-    if (loaded.value.name !== expected) {
-      issues.push(
-        issue(
-          loaded.source,
-          ['name'],
-          'E_NAME_MISMATCH',
-          `service '${loaded.value.name}' is in file ${expected}.yaml`,
-          `Name the file ${loaded.value.name}.yaml or fix the name.`,
-        ),
-      );
-    }
-    services.set(loaded.value.name, loaded);
-  }
-  for (const file of yamlFiles(dir)) {
-    const loaded = loadFile(file, RoleSchema, issues);
-    if (!loaded) continue;
-    const expected = basename(file, '.yaml');
-    if (loaded.value.name !== expected) {
-      issues.push(
-        issue(
-          loaded.source,
-          ['name'],
-          'E_NAME_MISMATCH',
-          `role '${loaded.value.name}' is in file ${expected}.yaml`,
-          `Name the file ${loaded.value.name}.yaml or fix the name.`,
-        ),
-      );
-    }
-    roles.set(loaded.value.name, loaded);
-  }
+  const services = loadNamed(join(dir, 'services'), ServiceSchema, 'service', issues);
+  const roles = loadNamed(dir, RoleSchema, 'role', issues);
 
   // Cross-references.
   const declaredSecrets = new Set<string>();
