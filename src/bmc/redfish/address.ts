@@ -1,3 +1,4 @@
+import { parseBmcAddressFor, redactUserinfo } from '../../core/bmc-address.js';
 import { InputError } from '../../core/errors.js';
 
 /** Address schemes this driver accepts and the transport each one selects (the same two the inventory knows). */
@@ -10,9 +11,6 @@ export const REDFISH_SCHEMES = {
 
 /** Default TCP port of each transport. */
 const DEFAULT_PORT = { https: 443, http: 80 } as const;
-
-/** The path form every address must have: the ComputerSystem resource of one node. */
-const SYSTEM_PATH = /^\/redfish\/v1\/Systems\/([^/?#]+)$/;
 
 /** A parsed `redfish+https://host[:port]/redfish/v1/Systems/ID` address. */
 export interface RedfishAddress {
@@ -32,57 +30,38 @@ export interface RedfishAddress {
   readonly hostKey: string;
 }
 
-/** Parse a Redfish BMC address, or throw an InputError naming the node and the forms accepted. */
+/**
+ * Parse a Redfish BMC address with the one BMC address parser
+ * (core/bmc-address.ts), or throw an InputError (E_REDFISH_ADDRESS) naming
+ * the node; credentials written in an address are never echoed back.
+ */
 export function parseRedfishAddress(node: string, raw: string): RedfishAddress {
-  const forms = 'redfish+https://host[:port]/redfish/v1/Systems/ID (or redfish+http://… in a lab)';
-  // An address written with user:password@ must not be echoed back: the password would land in logs.
-  const shown = raw.replace(/^([^:/]*:\/*)[^/@]*@/, '$1<redacted>@');
-  const fail = (why: string, hint = `Write the address as ${forms}.`): never => {
-    throw new InputError('E_REDFISH_ADDRESS', `node ${node}: invalid Redfish BMC address "${shown}": ${why}`, {
-      hint,
-      details: { node, address: shown },
+  const a = parseBmcAddressFor(node, raw, 'E_REDFISH_ADDRESS');
+  const fail = (why: string): never => {
+    throw new InputError('E_REDFISH_ADDRESS', `node ${node}: BMC address '${redactUserinfo(raw)}' ${why}`, {
+      hint: 'Write the address as redfish+https://host[:port]/redfish/v1/Systems/ID (or redfish+http://… in a lab).',
+      details: { node, address: redactUserinfo(raw) },
     });
   };
-  const colon = raw.indexOf(':');
-  const scheme = colon > 0 ? raw.slice(0, colon + 1).toLowerCase() : '';
-  if (!Object.hasOwn(REDFISH_SCHEMES, scheme)) {
-    fail(`unknown scheme "${scheme || shown}"; known: ${Object.keys(REDFISH_SCHEMES).join(' ')}`);
-  }
+  const scheme = `${a.scheme}:`;
+  if (!Object.hasOwn(REDFISH_SCHEMES, scheme))
+    fail(`has an unknown scheme for Redfish '${a.scheme}'; known: ${Object.keys(REDFISH_SCHEMES).join(' ')}`);
   const protocol = REDFISH_SCHEMES[scheme as keyof typeof REDFISH_SCHEMES];
-  let url: URL;
+  let systemId = '';
   try {
-    // WHY: WHATWG URL only fills in host and port for special schemes, so parse as plain http(s).
-    url = new URL(`${protocol}:${raw.slice(colon + 1)}`);
+    systemId = decodeURIComponent(a.systemPath.slice(a.systemPath.lastIndexOf('/') + 1));
   } catch {
-    return fail('not a URL');
+    fail('has a system id that is not valid percent-encoding');
   }
-  if (url.username || url.password) {
-    fail(
-      'credentials must not be written in the address',
-      'Remove user:password@ from the address; BMC credentials belong in the secrets file.',
-    );
-  }
-  if (url.search || url.hash) fail('a query or fragment is not allowed');
-  if (!url.hostname) fail('no host');
-  const match = SYSTEM_PATH.exec(url.pathname.replace(/\/+$/, ''));
-  if (!match) fail(`the path must be /redfish/v1/Systems/ID, not "${url.pathname}"`);
-  const systemPath = url.pathname.replace(/\/+$/, '');
-  const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
-  const port = url.port ? Number(url.port) : DEFAULT_PORT[protocol];
-  let systemId: string;
-  try {
-    systemId = decodeURIComponent(match?.[1] ?? '');
-  } catch {
-    return fail('the system id is not valid percent-encoding');
-  }
+  const showPort = a.explicitPort && a.port !== DEFAULT_PORT[protocol];
   return {
     raw,
     protocol,
-    host,
-    port,
-    origin: `${protocol}://${url.host}`,
-    systemPath,
+    host: a.host,
+    port: a.port,
+    origin: `${protocol}://${a.urlHost}${showPort ? `:${a.port}` : ''}`,
+    systemPath: a.systemPath,
     systemId,
-    hostKey: `${url.hostname}:${port}`,
+    hostKey: `${a.urlHost}:${a.port}`,
   };
 }
