@@ -297,7 +297,7 @@ export function buildPlan(input: PlanInput): PlanResult {
           service: svc.name,
           step: svc.step,
           image,
-          hash: sha256(canonicalJson({ image, container: c, configs: reads })),
+          hash: containerHash(image, c, reads),
         });
       }
     }
@@ -373,6 +373,20 @@ function buildSteps(
     }
     return { step, title: STEPS[step], actions };
   });
+}
+
+// The options of a container are the same on every node: serialise each once.
+const containerJson = new WeakMap<object, string>();
+
+/** sha256 of image + container options + the (path, hash) of each config it reads. */
+function containerHash(
+  image: string,
+  container: Service['containers'][number],
+  reads: readonly (readonly string[])[],
+): string {
+  let json = containerJson.get(container);
+  if (json === undefined) containerJson.set(container, (json = canonicalJson(container)));
+  return sha256(`${image}\n${json}\n${reads.map((r) => r.join(' ')).join('\n')}`);
 }
 
 function sortRecord(rec: Record<string, string>): Record<string, string> {
