@@ -9,6 +9,7 @@ import { inventoryOptions, type CommonOpts } from './options.js';
 import { out, table } from './output.js';
 import { runWithProgress } from './progress.js';
 import { bmcTargets, selectNodes, type SelectOptions } from './targets.js';
+import { registerTrust } from './trust.js';
 
 /** Actions of `nodes power`, each a driver call that resolves to the state to report. */
 const POWER_ACTIONS: Readonly<Record<string, (d: BmcDriver) => Promise<string>>> = {
@@ -173,6 +174,7 @@ export function registerNodes(program: Command): void {
         (node) => ({ kind: 'node.bootdev', node, device, persistent, uefi }),
       );
     });
+  registerTrust(nodes);
   withSelection(nodes.command('validate'))
     .description(
       "check every selected node's BMC: address, reachability and credentials; reports each failure and goes on",

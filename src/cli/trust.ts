@@ -1,0 +1,225 @@
+/**
+ * `stackctl nodes trust`: fetch each node's SSH host key, show its SHA256
+ * fingerprint, and record it in `<inventory>.known_hosts` only when the
+ * operator says so (`--yes`, or "y" at a terminal prompt). Also creates
+ * stackctl's SSH key `<inventory>.ssh/id_ed25519` when it is missing.
+ */
+import { createInterface } from 'node:readline/promises';
+import type { Command } from 'commander';
+import pLimit from 'p-limit';
+import { ExitCode, RemoteError, StackctlError, UsageError, type ExitCode as Exit } from '../core/errors.js';
+import {
+  DEFAULT_SSH_USER,
+  ensureClientKey,
+  fetchHostKey as defaultFetchHostKey,
+  knownHostName,
+  recordHostKey,
+  recordedKeys,
+  sshFilesFor,
+  type PublicKey,
+  type SshTarget,
+} from '../remote/index.js';
+import { loadAll } from './context.js';
+import { inventoryOptions, type CommonOpts } from './options.js';
+import { out, table } from './output.js';
+import { selectNodes, type SelectOptions } from './targets.js';
+
+/** The network whose address stackctl uses to reach a node by SSH. */
+export const SSH_NETWORK = 'provisioning';
+
+/** Where a node's offered key stands against the known_hosts file. */
+export const TrustStatus = {
+  /** Not recorded yet. */
+  NEW: 'new',
+  /** Already recorded: nothing to do. */
+  KNOWN: 'known',
+  /** A different key is recorded: reinstalled node, or someone in between. */
+  CHANGED: 'changed',
+  /** The node could not be asked. */
+  FAILED: 'failed',
+} as const;
+export type TrustStatus = (typeof TrustStatus)[keyof typeof TrustStatus];
+
+/** One node's line of the result. */
+interface TrustResult {
+  node: string;
+  address: string;
+  port: number;
+  status: TrustStatus;
+  keyType?: string;
+  fingerprint?: string;
+  /** Fingerprints recorded before, when the key changed. */
+  previous?: string[];
+  recorded: boolean;
+  error?: { code: string; message: string; hint?: string };
+  exit?: Exit;
+}
+
+type TrustOpts = CommonOpts &
+  SelectOptions & {
+    yes?: boolean;
+    json?: boolean;
+    sshPort: string;
+    sshUser: string;
+    timeout: string;
+    concurrency: string;
+  };
+
+/** Side effects of the command, injectable for tests (CONVENTIONS.md 8). */
+export interface TrustDeps {
+  /** Reads a host's key without logging in. */
+  readonly fetchHostKey?: (t: SshTarget, o: { timeoutMs: number }) => Promise<PublicKey>;
+  /** Asks the operator; only called on a terminal. */
+  readonly confirm?: (question: string) => Promise<boolean>;
+  /** Whether stdin and stderr are a terminal. */
+  readonly interactive?: () => boolean;
+  /** Where messages for the operator go. */
+  readonly err?: (text: string) => void;
+}
+
+async function askTerminal(question: string): Promise<boolean> {
+  const rl = createInterface({ input: process.stdin, output: process.stderr });
+  try {
+    return /^y(es)?$/i.test((await rl.question(question)).trim());
+  } finally {
+    rl.close();
+  }
+}
+
+function positiveInt(value: string, flag: string, max = 65535): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1 || n > max) {
+    throw new UsageError('E_USAGE', `${flag} must be a whole number from 1 to ${max}, not '${value}'`, {
+      hint: `For example ${flag} 22.`,
+    });
+  }
+  return n;
+}
+
+/** Add `trust` to the `nodes` command group. */
+export function registerTrust(nodes: Command, deps: TrustDeps = {}): void {
+  const fetchKey = deps.fetchHostKey ?? ((t, o) => defaultFetchHostKey(t, o));
+  const confirm = deps.confirm ?? askTerminal;
+  const interactive = deps.interactive ?? (() => Boolean(process.stdin.isTTY && process.stderr.isTTY));
+  const say = deps.err ?? ((text: string) => void process.stderr.write(text));
+  inventoryOptions(nodes.command('trust'))
+    .description(
+      "show each node's SSH host key fingerprint and, with --yes, record it in <inventory>.known_hosts (also creates stackctl's SSH key <inventory>.ssh/id_ed25519)",
+    )
+    .option('--node <name...>', 'these nodes (repeatable)')
+    .option('--role <role>', 'every node of this role')
+    .option('--all', 'every node of the inventory')
+    .option('--yes', 'record the keys shown without asking')
+    .option('--ssh-port <port>', 'SSH port of the nodes', '22')
+    .option('--ssh-user <user>', 'SSH user (for messages; no login happens)', DEFAULT_SSH_USER)
+    .option('--timeout <ms>', 'connect timeout per node', '10000')
+    .option('--concurrency <n>', 'nodes asked at once', '32')
+    .option('--json', 'results as JSON on stdout')
+    .action(async (opts: TrustOpts) => {
+      const port = positiveInt(opts.sshPort, '--ssh-port');
+      const timeoutMs = positiveInt(opts.timeout, '--timeout', 600_000);
+      const all = loadAll(opts);
+      const names = selectNodes(all, opts);
+      const files = sshFilesFor(all.inventoryFile);
+      const key = ensureClientKey(files.privateKeyFile);
+      if (key.created) {
+        say(
+          `created stackctl's SSH key ${files.privateKeyFile} (mode 0600); add ${files.privateKeyFile}.pub to ~${opts.sshUser}/.ssh/authorized_keys on every node\n`,
+        );
+      }
+      const limit = pLimit(positiveInt(opts.concurrency, '--concurrency', 1024));
+      const results = await Promise.all(
+        names.map((name) =>
+          limit(async (): Promise<TrustResult> => {
+            const address = all.allocation.addresses.get(name)?.[SSH_NETWORK] ?? '';
+            const r: TrustResult = { node: name, address, port, status: TrustStatus.FAILED, recorded: false };
+            try {
+              if (!address) {
+                throw new RemoteError('E_NO_SSH_ADDRESS', `${name} has no ${SSH_NETWORK} address`, {
+                  hint: `Give the node a NIC on the ${SSH_NETWORK} network; stackctl reaches nodes by SSH there.`,
+                });
+              }
+              const offered = await fetchKey({ node: name, host: address, port, user: opts.sshUser }, { timeoutMs });
+              const before = recordedKeys(files.knownHostsFile, address, port);
+              r.keyType = offered.type;
+              r.fingerprint = offered.fingerprint;
+              if (before.some((k) => k.blob.equals(offered.blob))) r.status = TrustStatus.KNOWN;
+              else if (before.length) {
+                r.status = TrustStatus.CHANGED;
+                r.previous = before.map((k) => k.fingerprint);
+              } else r.status = TrustStatus.NEW;
+              return Object.assign(r, { offered });
+            } catch (e) {
+              const err = e instanceof StackctlError ? e : undefined;
+              r.error = {
+                code: err?.code ?? 'E_INTERNAL',
+                message: e instanceof Error ? e.message : String(e),
+                ...(err?.hint ? { hint: err.hint } : {}),
+              };
+              r.exit = err?.exitCode ?? ExitCode.INTERNAL;
+              return r;
+            }
+          }),
+        ),
+      );
+
+      const pending = results.filter((r) => r.status === TrustStatus.NEW || r.status === TrustStatus.CHANGED);
+      // Show first, always: the operator compares these with the nodes' consoles before trusting.
+      if (!opts.json) {
+        out(
+          table(
+            ['NODE', 'ADDRESS', 'KEY', 'FINGERPRINT', 'STATUS'],
+            results.map((r) => [
+              r.node,
+              knownHostName(r.address || '-', port),
+              r.keyType ?? '-',
+              r.fingerprint ?? '-',
+              r.status === TrustStatus.CHANGED
+                ? `CHANGED (recorded ${r.previous!.join(', ')})`
+                : r.status === TrustStatus.FAILED
+                  ? `FAILED ${r.error!.code}: ${r.error!.message}`
+                  : r.status,
+            ]),
+          ),
+        );
+        for (const r of results) if (r.error?.hint) say(`${r.node}: hint: ${r.error.hint}\n`);
+      }
+      let accept = Boolean(opts.yes);
+      if (pending.length && !accept && !opts.json && interactive()) {
+        accept = await confirm(`Record ${pending.length} host key(s) in ${files.knownHostsFile}? [y/N] `);
+      }
+      if (pending.length && accept) {
+        for (const r of pending) {
+          recordHostKey(
+            files.knownHostsFile,
+            r.address,
+            port,
+            (r as TrustResult & { offered: PublicKey }).offered.blob,
+          );
+          r.recorded = true;
+        }
+        say(`recorded ${pending.length} host key(s) in ${files.knownHostsFile}\n`);
+      } else if (pending.length) {
+        say(
+          `not recorded: compare the fingerprints with each node's console (ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub), then run again with --yes\n`,
+        );
+      }
+      if (opts.json) {
+        out(
+          JSON.stringify(
+            results.map(({ exit: _exit, ...r }) => {
+              const { offered: _offered, ...rest } = r as TrustResult & { offered?: PublicKey };
+              return rest;
+            }),
+            null,
+            2,
+          ) + '\n',
+        );
+      }
+      const failed = results.filter((r) => r.status === TrustStatus.FAILED);
+      if (failed.length) {
+        const codes = new Set(failed.map((r) => r.exit));
+        process.exitCode = codes.size === 1 ? [...codes][0]! : ExitCode.REMOTE;
+      }
+    });
+}

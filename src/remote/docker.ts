@@ -1,0 +1,533 @@
+/**
+ * Docker Engine access: the only module that imports `dockerode`
+ * (CONVENTIONS.md 9). The rest of stackctl sees the narrow `ContainerEngine`
+ * interface below and never a dockerode type.
+ *
+ * On a node, the Docker API is carried over the node's pooled SSH connection:
+ * each HTTP connection of the client is an SSH channel to the node's
+ * `/var/run/docker.sock` (OpenSSH's direct-streamlocal forwarding, on by
+ * default in Debian's sshd). Why that rather than `docker system dial-stdio`:
+ * it needs no docker CLI process per HTTP connection on the node, is not
+ * counted against sshd's MaxSessions (10 by default) that commands and SFTP
+ * share, and works with any dockerd. When a node's sshd forbids stream-local
+ * forwarding, `auto` falls back to `docker system dial-stdio` (docker >= 18.09).
+ */
+import http from 'node:http';
+import type { Duplex } from 'node:stream';
+import Docker from 'dockerode';
+import { RemoteError, StackctlError, TimeoutError, messageOf } from '../core/errors.js';
+import { Secret } from '../core/secret.js';
+import type { SshPool, SshTarget } from './ssh.js';
+
+/** Docker's socket on Debian (docker.io). */
+export const DOCKER_SOCKET = '/var/run/docker.sock';
+
+/** How the Docker API reaches a node's dockerd. */
+export const DockerTransport = {
+  /** SSH stream-local forwarding to the node's docker.sock. */
+  STREAMLOCAL: 'streamlocal',
+  /** `docker system dial-stdio` run over SSH (needs the docker CLI on the node). */
+  DIAL_STDIO: 'dial-stdio',
+  /** Stream-local first; dial-stdio when the node's sshd refuses forwarding. */
+  AUTO: 'auto',
+} as const;
+export type DockerTransport = (typeof DockerTransport)[keyof typeof DockerTransport];
+
+/** HTTP status codes of the Docker API that carry a meaning for us. */
+const DOCKER_STATUS = {
+  /** Start of a running / stop of a stopped container: nothing to do. */
+  NOT_MODIFIED: 304,
+  /** No such container, image or exec. */
+  NOT_FOUND: 404,
+  /** Name already in use, container running, etc. */
+  CONFLICT: 409,
+} as const;
+
+/** One line of `listContainers`. */
+export interface ContainerSummary {
+  readonly id: string;
+  readonly name: string;
+  readonly image: string;
+  /** created, running, exited, … */
+  readonly state: string;
+  /** Human status, e.g. `Up 3 minutes (healthy)`. */
+  readonly status: string;
+  readonly labels: Readonly<Record<string, string>>;
+}
+
+/** What stackctl needs to know about one container. */
+export interface ContainerInfo {
+  readonly id: string;
+  readonly name: string;
+  /** The image reference it was created from. */
+  readonly image: string;
+  /** The image ID (sha256:…) it runs. */
+  readonly imageId: string;
+  readonly labels: Readonly<Record<string, string>>;
+  readonly state: {
+    readonly status: string;
+    readonly running: boolean;
+    readonly exitCode: number;
+    /** ISO time; `0001-01-01T00:00:00Z` when never started. */
+    readonly startedAt: string;
+    readonly finishedAt: string;
+    /** healthy / unhealthy / starting, when the container has a healthcheck. */
+    readonly health?: string;
+    readonly oomKilled: boolean;
+  };
+  readonly restartCount: number;
+}
+
+/** Facts about an image. */
+export interface ImageInfo {
+  readonly id: string;
+  readonly tags: readonly string[];
+  readonly created: string;
+  readonly size: number;
+  readonly labels: Readonly<Record<string, string>>;
+}
+
+/** Healthcheck of a container. */
+export interface HealthcheckSpec {
+  /** Exec form without the `CMD` marker, e.g. ['curl', '-f', 'http://localhost:5000']. */
+  readonly test: readonly string[];
+  readonly intervalMs?: number;
+  readonly timeoutMs?: number;
+  readonly retries?: number;
+  readonly startPeriodMs?: number;
+}
+
+/** A container to create (the fields the service tables use). */
+export interface ContainerSpec {
+  readonly name: string;
+  readonly image: string;
+  readonly command?: readonly string[];
+  readonly entrypoint?: readonly string[];
+  /** Values may be Secrets: revealed only into the API request body. */
+  readonly env?: Readonly<Record<string, string | Secret>>;
+  readonly labels?: Readonly<Record<string, string>>;
+  /** `host:container[:ro]` binds or `volume:container`. */
+  readonly volumes?: readonly string[];
+  /** `host`, `none`, `bridge` or a network name. */
+  readonly network?: string;
+  readonly restart?: 'no' | 'always' | 'unless-stopped' | 'on-failure';
+  readonly user?: string;
+  readonly workingDir?: string;
+  readonly privileged?: boolean;
+  readonly capAdd?: readonly string[];
+  readonly capDrop?: readonly string[];
+  readonly pidMode?: string;
+  readonly securityOpt?: readonly string[];
+  readonly healthcheck?: HealthcheckSpec;
+}
+
+/** One progress event of a pull. */
+export interface PullProgress {
+  /** Layer ID, when the event is about a layer. */
+  readonly layer?: string;
+  /** Docker's status text: Pulling fs layer, Downloading, Pull complete, … */
+  readonly status: string;
+  readonly current?: number;
+  readonly total?: number;
+}
+
+/** Output and exit code of a command run in a container. */
+export interface ContainerExecResult {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** The container operations stackctl uses; one implementation per engine location. */
+export interface ContainerEngine {
+  /** Where this engine is: `local` or the node name. */
+  readonly where: string;
+  /** Server version; fails when the engine cannot be reached. */
+  version(): Promise<{ version: string; apiVersion: string }>;
+  /** Containers (running and stopped), optionally only those carrying every given label. */
+  listContainers(filter?: { labels?: Readonly<Record<string, string>> }): Promise<ContainerSummary[]>;
+  /** One container by name or ID; undefined when there is none. */
+  inspectContainer(ref: string): Promise<ContainerInfo | undefined>;
+  pullImage(ref: string, opts?: { onProgress?: (p: PullProgress) => void }): Promise<void>;
+  imageExists(ref: string): Promise<boolean>;
+  inspectImage(ref: string): Promise<ImageInfo | undefined>;
+  /** Create a container; returns its ID. */
+  createContainer(spec: ContainerSpec): Promise<string>;
+  /** Start; a running container is left as it is. */
+  startContainer(ref: string): Promise<void>;
+  /** Stop (TERM, then KILL after `timeoutS`); a stopped container is left as it is. */
+  stopContainer(ref: string, opts?: { timeoutS?: number }): Promise<void>;
+  /** Remove; a missing container is not an error (re-runs must be harmless). */
+  removeContainer(ref: string, opts?: { force?: boolean }): Promise<void>;
+  /** Run a command in a running container and wait for it. */
+  exec(
+    ref: string,
+    argv: readonly string[],
+    opts?: { env?: Readonly<Record<string, string | Secret>>; user?: string; timeoutMs?: number },
+  ): Promise<ContainerExecResult>;
+  /** The last `tail` lines of the container's output. */
+  logs(ref: string, opts?: { tail?: number }): Promise<{ stdout: string; stderr: string }>;
+  /** Close the engine's connections. */
+  close(): Promise<void>;
+}
+
+/** A dockerode error's fields. */
+type DockerodeError = Error & { statusCode?: number; json?: { message?: string } | null; code?: string };
+
+/** Docker's multiplexed stream (non-TTY): 8-byte headers [stream, 0, 0, 0, size32be] then the payload. */
+export function demuxDockerStream(buf: Buffer): { stdout: Buffer; stderr: Buffer } {
+  const out: Buffer[] = [];
+  const err: Buffer[] = [];
+  let i = 0;
+  while (i + 8 <= buf.length) {
+    const kind = buf[i]!;
+    const size = buf.readUInt32BE(i + 4);
+    const payload = buf.subarray(i + 8, i + 8 + size);
+    (kind === 2 ? err : out).push(payload);
+    i += 8 + size;
+  }
+  return { stdout: Buffer.concat(out), stderr: Buffer.concat(err) };
+}
+
+function nsOf(ms: number | undefined): number | undefined {
+  return ms === undefined ? undefined : ms * 1_000_000;
+}
+
+function envList(env: Readonly<Record<string, string | Secret>> | undefined): string[] | undefined {
+  if (!env) return undefined;
+  return Object.entries(env).map(([k, v]) => `${k}=${v instanceof Secret ? v.reveal() : v}`);
+}
+
+/** Read a stream to its end. */
+async function drain(stream: NodeJS.ReadableStream): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  for await (const c of stream) parts.push(typeof c === 'string' ? Buffer.from(c) : c);
+  return Buffer.concat(parts);
+}
+
+/**
+ * An http.Agent whose connections are byte streams opened by `open` (SSH
+ * channels here). Keep-alive reuses a channel for many requests.
+ */
+class StreamAgent extends http.Agent {
+  constructor(private readonly open: () => Promise<Duplex>) {
+    super({ keepAlive: true, maxSockets: 8 });
+  }
+  override createConnection(
+    _options: http.ClientRequestArgs,
+    callback?: (err: Error | null, stream: Duplex) => void,
+  ): Duplex | null | undefined {
+    this.open().then(
+      (s) => callback?.(null, withSocketMethods(s)),
+      (err: Error) => callback?.(err, undefined as unknown as Duplex),
+    );
+    return undefined;
+  }
+  override keepSocketAlive(): boolean {
+    return true; // the default calls net.Socket methods an SSH channel lacks
+  }
+  override reuseSocket(): void {
+    // the default calls socket.ref(), which an SSH channel lacks
+  }
+}
+
+/** http calls a few net.Socket methods on its sockets; an SSH channel needs them as no-ops. */
+function withSocketMethods(s: Duplex): Duplex {
+  const sock = s as Duplex & Record<string, unknown>;
+  for (const m of ['setTimeout', 'setNoDelay', 'setKeepAlive', 'ref', 'unref']) {
+    if (typeof sock[m] !== 'function') sock[m] = () => sock;
+  }
+  return s;
+}
+
+/** The dockerode-backed engine; build it with `remoteEngine` or `localEngine`. */
+class DockerEngine implements ContainerEngine {
+  constructor(
+    readonly where: string,
+    private readonly docker: Docker,
+    private readonly onClose: () => void,
+  ) {}
+
+  /** Our error for a failed API call, naming the engine, the operation and the object. */
+  #error(err: unknown, op: string, ref?: string): StackctlError {
+    if (err instanceof StackctlError) return err;
+    const e = err as DockerodeError;
+    const what = `${this.where}: docker ${op}${ref ? ` ${ref}` : ''}`;
+    const apiMessage = e.json?.message ?? messageOf(e);
+    if (e.statusCode === undefined && (e.code === 'ENOENT' || e.code === 'ECONNREFUSED' || e.code === 'EACCES')) {
+      return new RemoteError('E_DOCKER_UNREACHABLE', `${what}: cannot reach dockerd (${e.code})`, {
+        hint:
+          e.code === 'EACCES'
+            ? 'The user may not use docker.sock: run as root or add the user to the docker group.'
+            : "Is dockerd running? Start it with 'systemctl start docker' (or 'dockerd &'); install Debian's docker.io if missing.",
+        cause: err,
+        details: { engine: this.where, op },
+      });
+    }
+    return new RemoteError(
+      e.statusCode === DOCKER_STATUS.NOT_FOUND ? 'E_DOCKER_NOT_FOUND' : 'E_DOCKER_API',
+      `${what}: ${apiMessage.trim()}`,
+      {
+        hint:
+          e.statusCode === DOCKER_STATUS.NOT_FOUND
+            ? 'Check the name; list what exists with docker ps -a / docker images on that host.'
+            : e.statusCode === DOCKER_STATUS.CONFLICT
+              ? 'Another container or operation holds it: remove or stop that first.'
+              : 'See the dockerd log on that host for details.',
+        cause: err,
+        details: { engine: this.where, op, ...(ref ? { ref } : {}), status: e.statusCode },
+      },
+    );
+  }
+
+  async #call<T>(op: string, ref: string | undefined, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      throw this.#error(err, op, ref);
+    }
+  }
+
+  async version(): Promise<{ version: string; apiVersion: string }> {
+    const v = await this.#call('version', undefined, () => this.docker.version());
+    return { version: v.Version, apiVersion: v.ApiVersion };
+  }
+
+  async listContainers(filter: { labels?: Readonly<Record<string, string>> } = {}): Promise<ContainerSummary[]> {
+    const label = Object.entries(filter.labels ?? {}).map(([k, v]) => `${k}=${v}`);
+    const list = await this.#call('ps', undefined, () =>
+      this.docker.listContainers({ all: true, ...(label.length ? { filters: { label } } : {}) }),
+    );
+    return list.map((c) => ({
+      id: c.Id,
+      name: (c.Names[0] ?? '').replace(/^\//, ''),
+      image: c.Image,
+      state: c.State,
+      status: c.Status,
+      labels: c.Labels ?? {},
+    }));
+  }
+
+  async inspectContainer(ref: string): Promise<ContainerInfo | undefined> {
+    try {
+      const c = await this.docker.getContainer(ref).inspect();
+      return {
+        id: c.Id,
+        name: c.Name.replace(/^\//, ''),
+        image: c.Config.Image,
+        imageId: c.Image,
+        labels: c.Config.Labels ?? {},
+        state: {
+          status: c.State.Status,
+          running: c.State.Running,
+          exitCode: c.State.ExitCode,
+          startedAt: c.State.StartedAt,
+          finishedAt: c.State.FinishedAt,
+          ...(c.State.Health?.Status ? { health: c.State.Health.Status } : {}),
+          oomKilled: c.State.OOMKilled,
+        },
+        restartCount: c.RestartCount,
+      };
+    } catch (err) {
+      if ((err as DockerodeError).statusCode === DOCKER_STATUS.NOT_FOUND) return undefined;
+      throw this.#error(err, 'inspect', ref);
+    }
+  }
+
+  async pullImage(ref: string, opts: { onProgress?: (p: PullProgress) => void } = {}): Promise<void> {
+    await this.#call('pull', ref, async () => {
+      const stream = (await this.docker.pull(ref)) as NodeJS.ReadableStream;
+      await new Promise<void>((resolve, reject) =>
+        this.docker.modem.followProgress(
+          stream,
+          (err) => (err ? reject(err) : resolve()),
+          (ev: { id?: string; status?: string; progressDetail?: { current?: number; total?: number } }) =>
+            opts.onProgress?.({
+              ...(ev.id ? { layer: ev.id } : {}),
+              status: ev.status ?? '',
+              ...(ev.progressDetail?.current !== undefined ? { current: ev.progressDetail.current } : {}),
+              ...(ev.progressDetail?.total !== undefined ? { total: ev.progressDetail.total } : {}),
+            }),
+        ),
+      );
+    });
+  }
+
+  async inspectImage(ref: string): Promise<ImageInfo | undefined> {
+    try {
+      const i = await this.docker.getImage(ref).inspect();
+      return {
+        id: i.Id,
+        tags: i.RepoTags ?? [],
+        created: i.Created,
+        size: i.Size,
+        labels: i.Config?.Labels ?? {},
+      };
+    } catch (err) {
+      if ((err as DockerodeError).statusCode === DOCKER_STATUS.NOT_FOUND) return undefined;
+      throw this.#error(err, 'image inspect', ref);
+    }
+  }
+
+  async imageExists(ref: string): Promise<boolean> {
+    return (await this.inspectImage(ref)) !== undefined;
+  }
+
+  async createContainer(spec: ContainerSpec): Promise<string> {
+    const hc = spec.healthcheck;
+    const c = await this.#call('create', spec.name, () =>
+      this.docker.createContainer({
+        name: spec.name,
+        Image: spec.image,
+        ...(spec.command ? { Cmd: [...spec.command] } : {}),
+        ...(spec.entrypoint ? { Entrypoint: [...spec.entrypoint] } : {}),
+        ...(spec.env ? { Env: envList(spec.env) } : {}),
+        Labels: { ...(spec.labels ?? {}) },
+        ...(spec.user ? { User: spec.user } : {}),
+        ...(spec.workingDir ? { WorkingDir: spec.workingDir } : {}),
+        ...(hc
+          ? {
+              Healthcheck: {
+                Test: ['CMD', ...hc.test],
+                Interval: nsOf(hc.intervalMs),
+                Timeout: nsOf(hc.timeoutMs),
+                Retries: hc.retries,
+                StartPeriod: nsOf(hc.startPeriodMs),
+              },
+            }
+          : {}),
+        HostConfig: {
+          ...(spec.volumes ? { Binds: [...spec.volumes] } : {}),
+          ...(spec.network ? { NetworkMode: spec.network } : {}),
+          ...(spec.restart ? { RestartPolicy: { Name: spec.restart } } : {}),
+          ...(spec.privileged ? { Privileged: true } : {}),
+          ...(spec.capAdd ? { CapAdd: [...spec.capAdd] } : {}),
+          ...(spec.capDrop ? { CapDrop: [...spec.capDrop] } : {}),
+          ...(spec.pidMode ? { PidMode: spec.pidMode } : {}),
+          ...(spec.securityOpt ? { SecurityOpt: [...spec.securityOpt] } : {}),
+        },
+      }),
+    );
+    return c.id;
+  }
+
+  async startContainer(ref: string): Promise<void> {
+    try {
+      await this.docker.getContainer(ref).start();
+    } catch (err) {
+      if ((err as DockerodeError).statusCode !== DOCKER_STATUS.NOT_MODIFIED) throw this.#error(err, 'start', ref);
+    }
+  }
+
+  async stopContainer(ref: string, opts: { timeoutS?: number } = {}): Promise<void> {
+    try {
+      await this.docker.getContainer(ref).stop(opts.timeoutS === undefined ? {} : { t: opts.timeoutS });
+    } catch (err) {
+      if ((err as DockerodeError).statusCode !== DOCKER_STATUS.NOT_MODIFIED) throw this.#error(err, 'stop', ref);
+    }
+  }
+
+  async removeContainer(ref: string, opts: { force?: boolean } = {}): Promise<void> {
+    try {
+      await this.docker.getContainer(ref).remove({ force: Boolean(opts.force) });
+    } catch (err) {
+      if ((err as DockerodeError).statusCode !== DOCKER_STATUS.NOT_FOUND) throw this.#error(err, 'rm', ref);
+    }
+  }
+
+  async exec(
+    ref: string,
+    argv: readonly string[],
+    opts: { env?: Readonly<Record<string, string | Secret>>; user?: string; timeoutMs?: number } = {},
+  ): Promise<ContainerExecResult> {
+    const shown = argv.join(' ');
+    return this.#call('exec', ref, async () => {
+      const ex = await this.docker.getContainer(ref).exec({
+        Cmd: [...argv],
+        AttachStdout: true,
+        AttachStderr: true,
+        ...(opts.env ? { Env: envList(opts.env) } : {}),
+        ...(opts.user ? { User: opts.user } : {}),
+      });
+      // Without hijacking, dockerd streams the multiplexed output as the response body until the command ends.
+      const stream = (await ex.start({ hijack: false, stdin: false, Detach: false })) as NodeJS.ReadableStream & {
+        destroy(): void;
+      };
+      let timer: NodeJS.Timeout | undefined;
+      const raw = await Promise.race([
+        drain(stream),
+        new Promise<never>((_, reject) => {
+          if (opts.timeoutMs === undefined) return;
+          timer = setTimeout(() => {
+            stream.destroy();
+            reject(
+              new TimeoutError(
+                'E_DOCKER_EXEC_TIMEOUT',
+                `${this.where}: '${shown}' in ${ref} did not finish within ${opts.timeoutMs} ms`,
+                {
+                  hint: 'Docker cannot kill an exec: the process may still run in the container.',
+                  details: { engine: this.where, container: ref, timeoutMs: opts.timeoutMs },
+                },
+              ),
+            );
+          }, opts.timeoutMs);
+        }),
+      ]).finally(() => clearTimeout(timer));
+      const info = await ex.inspect();
+      const { stdout, stderr } = demuxDockerStream(raw);
+      return { code: info.ExitCode ?? -1, stdout: stdout.toString('utf8'), stderr: stderr.toString('utf8') };
+    });
+  }
+
+  async logs(ref: string, opts: { tail?: number } = {}): Promise<{ stdout: string; stderr: string }> {
+    return this.#call('logs', ref, async () => {
+      const c = this.docker.getContainer(ref);
+      const tty = (await c.inspect()).Config.Tty;
+      const raw = (await c.logs({ stdout: true, stderr: true, follow: false, tail: opts.tail ?? 100 })) as Buffer;
+      if (tty) return { stdout: raw.toString('utf8'), stderr: '' };
+      const { stdout, stderr } = demuxDockerStream(raw);
+      return { stdout: stdout.toString('utf8'), stderr: stderr.toString('utf8') };
+    });
+  }
+
+  async close(): Promise<void> {
+    this.onClose();
+  }
+}
+
+/**
+ * The Docker engine of a node, over the pool's SSH connection to it. Closing
+ * the engine frees its channels; the SSH connection stays with the pool.
+ */
+export function remoteEngine(
+  pool: SshPool,
+  target: SshTarget,
+  opts: { transport?: DockerTransport; socketPath?: string } = {},
+): ContainerEngine {
+  const socketPath = opts.socketPath ?? DOCKER_SOCKET;
+  let mode: DockerTransport = opts.transport ?? DockerTransport.AUTO;
+  const dialStdio = (): Promise<Duplex> => pool.openExecStream(target, ['docker', 'system', 'dial-stdio']);
+  const open = async (): Promise<Duplex> => {
+    if (mode === DockerTransport.DIAL_STDIO) return dialStdio();
+    try {
+      return await pool.openUnixSocket(target, socketPath);
+    } catch (err) {
+      // sshd answers "administratively prohibited" when AllowStreamLocalForwarding is off.
+      if (mode !== DockerTransport.AUTO || !(err instanceof StackctlError) || err.code !== 'E_SSH_CHANNEL') throw err;
+      mode = DockerTransport.DIAL_STDIO;
+      return dialStdio();
+    }
+  };
+  const agent = new StreamAgent(open);
+  // host/port only fill the Host header: the agent decides where bytes go.
+  // docker-modem honours `agent` although its typings do not list it.
+  const options: Docker.DockerOptions & { agent: http.Agent } = { protocol: 'http', host: 'docker', port: 80, agent };
+  const docker = new Docker(options);
+  return new DockerEngine(target.node, docker, () => agent.destroy());
+}
+
+/** The Docker engine of this machine, through its Unix socket. */
+export function localEngine(socketPath = DOCKER_SOCKET): ContainerEngine {
+  const docker = new Docker({ socketPath });
+  return new DockerEngine('local', docker, () => undefined);
+}
