@@ -6,6 +6,7 @@ import { isLoopbackHost, parseBmcAddress } from '../core/bmc-address.js';
 import { IoError, TimeoutError } from '../core/errors.js';
 import { JsonLinesLog } from '../core/events.js';
 import { exists, writeFileAtomic } from '../core/fs.js';
+import { labMachines } from '../lab/nodes/machines.js';
 import { startFleet } from '../lab/vbmc/fleet.js';
 import { loadAll, type Loaded } from './context.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
@@ -13,7 +14,7 @@ import { out, table } from './output.js';
 import { bmcTargets } from './targets.js';
 
 /** What `lab bmc start` records (no secrets: names, addresses and a PID). */
-interface VbmcState {
+export interface VbmcState {
   readonly pid: number;
   readonly started: string;
   readonly bmcs: readonly { node: string; address: string; driver: string }[];
@@ -29,6 +30,84 @@ const stateFile = (all: Loaded): string => join(labDir(all), 'vbmc.json');
 function readState(all: Loaded): VbmcState | undefined {
   const f = stateFile(all);
   return exists(f) ? (JSON.parse(readFileSync(f, 'utf8')) as VbmcState) : undefined;
+}
+
+/** The running virtual BMC process of an inventory, or undefined. */
+export function runningBmcs(all: Loaded): VbmcState | undefined {
+  const st = readState(all);
+  return st && alive(st.pid) ? st : undefined;
+}
+
+/** Options of startBmcs. */
+export interface StartBmcsOptions {
+  readonly timeoutS: number;
+  readonly roles?: string | undefined;
+  readonly releases?: string | undefined;
+  /** The stackctl script the background process runs (default: this process's). */
+  readonly bin?: string;
+}
+
+/**
+ * Start `lab bmc serve` in the background and wait until it listens; does
+ * nothing when it already runs. Resolves to its state and whether it was
+ * already running.
+ */
+export async function startBmcs(
+  all: Loaded,
+  opts: StartBmcsOptions,
+): Promise<{ state: VbmcState; already: boolean; logFile: string }> {
+  const logFile = join(labDir(all), 'vbmc.log');
+  const running = readState(all);
+  if (running && alive(running.pid)) return { state: running, already: true, logFile };
+  bmcTargets(all, labNodes(all)); // fail here, in the foreground, when credentials are missing
+  mkdirSync(labDir(all), { recursive: true });
+  rmSync(stateFile(all), { force: true });
+  const fd = openSync(logFile, 'a', 0o600);
+  const args = [
+    opts.bin ?? process.argv[1]!,
+    'lab',
+    'bmc',
+    'serve',
+    '-i',
+    all.inventoryFile,
+    '--secrets',
+    all.secretsFile,
+  ];
+  if (opts.roles) args.push('--roles', opts.roles);
+  if (opts.releases) args.push('--releases', opts.releases);
+  const child = spawn(process.execPath, args, { detached: true, stdio: ['ignore', fd, fd] });
+  child.unref();
+  const deadline = Date.now() + opts.timeoutS * 1000;
+  for (;;) {
+    const st = readState(all);
+    if (st && st.pid === child.pid) return { state: st, already: false, logFile };
+    if (child.exitCode !== null || (child.pid !== undefined && !alive(child.pid))) {
+      throw new IoError('E_VBMC_START', `the virtual BMC process exited before listening`, {
+        hint: `See ${logFile} for the reason.`,
+      });
+    }
+    if (Date.now() > deadline) {
+      throw new TimeoutError('E_VBMC_START', `the virtual BMCs did not listen within ${opts.timeoutS} s`, {
+        hint: `See ${logFile}.`,
+      });
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** Stop the background virtual BMC process; resolves to what ran, or undefined when nothing did. */
+export async function stopBmcs(all: Loaded): Promise<VbmcState | undefined> {
+  const st = readState(all);
+  if (!st || !alive(st.pid)) {
+    rmSync(stateFile(all), { force: true });
+    return undefined;
+  }
+  process.kill(st.pid, 'SIGTERM');
+  const deadline = Date.now() + 10_000;
+  while (alive(st.pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  if (alive(st.pid)) process.kill(st.pid, 'SIGKILL');
+  rmSync(stateFile(all), { force: true });
+  return st;
 }
 
 function alive(pid: number): boolean {
@@ -47,8 +126,8 @@ function labNodes(all: Loaded): string[] {
     .map((n) => n.name);
 }
 
-/** `stackctl lab bmc start|stop|list|serve`: virtual BMCs for the lab's simulated machines. */
-export function registerLab(program: Command): void {
+/** `stackctl lab bmc start|stop|list|serve`: virtual BMCs for the lab's simulated machines. Returns `lab`. */
+export function registerLab(program: Command): Command {
   const lab = program.command('lab').description('the simulated data centre on this machine');
   const bmc = lab
     .command('bmc')
@@ -59,8 +138,19 @@ export function registerLab(program: Command): void {
     .action(async (opts: CommonOpts) => {
       const all = loadAll(opts);
       const targets = bmcTargets(all, labNodes(all));
+      // Nodes that `lab up --kind container` recorded are driven as containers; the others stay in memory.
+      const machines = labMachines(labDir(all));
       const fleet = await startFleet(
-        targets.map((t) => ({ node: t.node, address: t.address, username: t.username, password: t.password })),
+        targets.map((t) => {
+          const machine = machines.get(t.node);
+          return {
+            node: t.node,
+            address: t.address,
+            username: t.username,
+            password: t.password,
+            ...(machine ? { machine } : {}),
+          };
+        }),
       );
       mkdirSync(labDir(all), { recursive: true });
       const log = new JsonLinesLog(all.inventoryFile.replace(/\.ya?ml$/, '') + '.events.jsonl');
@@ -86,64 +176,34 @@ export function registerLab(program: Command): void {
     .option('--timeout <seconds>', 'how long to wait for them to listen', '20')
     .action(async (opts: CommonOpts & { timeout: string }) => {
       const all = loadAll(opts);
-      const running = readState(all);
-      if (running && alive(running.pid)) {
-        out(`virtual BMCs already running (pid ${running.pid}, ${running.bmcs.length} BMC(s))\n`);
+      const {
+        state: st,
+        already,
+        logFile,
+      } = await startBmcs(all, {
+        timeoutS: Number(opts.timeout),
+        roles: opts.roles,
+        releases: opts.releases,
+      });
+      if (already) {
+        out(`virtual BMCs already running (pid ${st.pid}, ${st.bmcs.length} BMC(s))\n`);
         return;
       }
-      bmcTargets(all, labNodes(all)); // fail here, in the foreground, when credentials are missing
-      mkdirSync(labDir(all), { recursive: true });
-      rmSync(stateFile(all), { force: true });
-      const logFile = join(labDir(all), 'vbmc.log');
-      const fd = openSync(logFile, 'a', 0o600);
-      const args = [process.argv[1]!, 'lab', 'bmc', 'serve', '-i', all.inventoryFile, '--secrets', all.secretsFile];
-      if (opts.roles) args.push('--roles', opts.roles);
-      if (opts.releases) args.push('--releases', opts.releases);
-      const child = spawn(process.execPath, args, { detached: true, stdio: ['ignore', fd, fd] });
-      child.unref();
-      const deadline = Date.now() + Number(opts.timeout) * 1000;
-      for (;;) {
-        const st = readState(all);
-        if (st && st.pid === child.pid) {
-          out(
-            table(
-              ['NODE', 'DRIVER', 'ADDRESS'],
-              st.bmcs.map((b) => [b.node, b.driver, b.address]),
-            ),
-          );
-          out(`started ${st.bmcs.length} virtual BMC(s), pid ${st.pid}; log ${logFile}\n`);
-          return;
-        }
-        if (child.exitCode !== null || (child.pid !== undefined && !alive(child.pid))) {
-          throw new IoError('E_VBMC_START', `the virtual BMC process exited before listening`, {
-            hint: `See ${logFile} for the reason.`,
-          });
-        }
-        if (Date.now() > deadline) {
-          throw new TimeoutError('E_VBMC_START', `the virtual BMCs did not listen within ${opts.timeout} s`, {
-            hint: `See ${logFile}.`,
-          });
-        }
-        await new Promise((r) => setTimeout(r, 100));
-      }
+      out(
+        table(
+          ['NODE', 'DRIVER', 'ADDRESS'],
+          st.bmcs.map((b) => [b.node, b.driver, b.address]),
+        ),
+      );
+      out(`started ${st.bmcs.length} virtual BMC(s), pid ${st.pid}; log ${logFile}\n`);
     });
 
   inventoryOptions(bmc.command('stop'))
     .description('stop the virtual BMCs started by `lab bmc start`')
     .action(async (opts: CommonOpts) => {
-      const all = loadAll(opts);
-      const st = readState(all);
-      if (!st || !alive(st.pid)) {
-        rmSync(stateFile(all), { force: true });
-        out('no virtual BMCs running\n');
-        return;
-      }
-      process.kill(st.pid, 'SIGTERM');
-      const deadline = Date.now() + 10_000;
-      while (alive(st.pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-      if (alive(st.pid)) process.kill(st.pid, 'SIGKILL');
-      rmSync(stateFile(all), { force: true });
-      out(`stopped ${st.bmcs.length} virtual BMC(s) (pid ${st.pid})\n`);
+      const st = await stopBmcs(loadAll(opts));
+      if (!st) out('no virtual BMCs running\n');
+      else out(`stopped ${st.bmcs.length} virtual BMC(s) (pid ${st.pid})\n`);
     });
 
   inventoryOptions(bmc.command('list'))
@@ -172,4 +232,5 @@ export function registerLab(program: Command): void {
           ),
         );
     });
+  return lab;
 }

@@ -1,8 +1,10 @@
 import { Command, CommanderError } from 'commander';
 import { ExitCode, StackctlError, ValidationFailed, formatIssue } from '../core/errors.js';
 import { registerInventory } from './inventory.js';
+import { registerImages } from './images.js';
 import { registerIpam } from './ipam.js';
 import { registerLab } from './lab.js';
+import { registerLabUp } from './lab-up.js';
 import { registerNodes } from './nodes.js';
 import { registerPlan } from './plan.js';
 import { registerSchema } from './schema.js';
@@ -22,7 +24,8 @@ export function buildProgram(): Command {
   registerIpam(program);
   registerSchema(program);
   registerNodes(program);
-  registerLab(program);
+  registerImages(program);
+  registerLabUp(registerLab(program));
   return program;
 }
 

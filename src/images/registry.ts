@@ -1,0 +1,143 @@
+/**
+ * The deploy host's image registry: a container of our `registry` image
+ * (Debian's docker-registry, no auth) published on a host address, 127.0.0.1:5000
+ * by default, so that the host's dockerd pushes to it as a "localhost"
+ * registry (insecure by default there), and nodes pull from it over the lab
+ * network under the inventory's registry address.
+ */
+import { RemoteError, UsageError } from '../core/errors.js';
+import type { Release } from '../roles/schema.js';
+import { labImageRef } from './catalog.js';
+import type { LocalContainer, LocalEngine, ProgressLine } from './docker-local.js';
+
+/** Default name of the registry container. */
+export const REGISTRY_CONTAINER = 'stackctl-registry';
+/** Default host address the registry is published on. */
+export const DEFAULT_REGISTRY_ADDRESS = '127.0.0.1:5000';
+/** Label marking what stackctl's registry code created. */
+export const REGISTRY_LABEL = 'org.stackctl.registry';
+
+/** Where and under which name the registry runs. */
+export interface RegistryOptions {
+  readonly release: Release;
+  /** host:port to publish on. */
+  readonly address?: string;
+  readonly container?: string;
+  /** Extra labels (e.g. the lab that started it). */
+  readonly labels?: Readonly<Record<string, string>>;
+}
+
+/** Split host:port; the port is required. */
+export function splitAddress(address: string): { host: string; port: string } {
+  const m = /^([A-Za-z0-9.-]+):(\d{1,5})$/.exec(address);
+  if (!m || Number(m[2]) > 65535) {
+    throw new UsageError('E_REGISTRY_ADDRESS', `registry address '${address}' is not host:port`, {
+      hint: 'For example 127.0.0.1:5000.',
+    });
+  }
+  return { host: m[1]!, port: m[2]! };
+}
+
+/** Result of ensureRegistry. */
+export interface RegistryState {
+  readonly container: string;
+  readonly address: string;
+  /** True when this call created the container (so its caller owns it). */
+  readonly created: boolean;
+}
+
+async function waitHttp(url: string, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    try {
+      const r = await fetch(url, { signal: AbortSignal.timeout(1000) });
+      if (r.ok) return true;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return false;
+}
+
+/** Start the registry container unless it runs already; re-entrant. Needs the `registry` image built. */
+export async function ensureRegistry(engine: LocalEngine, opts: RegistryOptions): Promise<RegistryState> {
+  const address = opts.address ?? DEFAULT_REGISTRY_ADDRESS;
+  const name = opts.container ?? REGISTRY_CONTAINER;
+  const { host, port } = splitAddress(address);
+  const image = labImageRef(opts.release, 'registry');
+  let c: LocalContainer | undefined = await engine.container(name);
+  let created = false;
+  if (!c) {
+    if (!(await engine.image(image))) {
+      throw new RemoteError('E_REGISTRY_IMAGE', `the registry image ${image} is not built`, {
+        hint: 'Run `stackctl images build --only registry` first.',
+      });
+    }
+    await engine.createContainer({
+      name,
+      image,
+      labels: { [REGISTRY_LABEL]: address, ...(opts.labels ?? {}) },
+      publish: { '5000/tcp': { hostIp: host, hostPort: port } },
+      restart: 'unless-stopped',
+    });
+    created = true;
+    c = await engine.container(name);
+  }
+  if (!c?.running) {
+    try {
+      await engine.start(name);
+    } catch (e) {
+      // e.g. the port is taken: leave no half-made registry behind
+      if (created) await engine.removeContainer(name);
+      throw e;
+    }
+  }
+  if (!(await waitHttp(`http://${address}/v2/`, 15_000))) {
+    throw new RemoteError('E_REGISTRY_DOWN', `the registry ${name} does not answer at http://${address}/v2/`, {
+      hint: `See \`docker logs ${name}\`; another process may hold ${address}.`,
+    });
+  }
+  return { container: name, address, created };
+}
+
+/** One pushed image. */
+export interface PushedImage {
+  readonly key: string;
+  readonly ref: string;
+}
+
+/**
+ * Push the release's locally built images to the registry at `address`:
+ * each is tagged `<address>/<namespace>/<key>:<tag>` and pushed. Images not
+ * built locally are skipped and reported.
+ */
+export async function pushImages(
+  engine: LocalEngine,
+  release: Release,
+  address: string,
+  keys: readonly string[],
+  progress: ProgressLine,
+): Promise<{ pushed: PushedImage[]; missing: string[] }> {
+  const pushed: PushedImage[] = [];
+  const missing: string[] = [];
+  for (const key of keys.length ? keys : Object.keys(release.images)) {
+    const img = release.images[key];
+    if (!img) {
+      throw new UsageError('E_UNKNOWN_IMAGE', `no image '${key}' in release ${release.name}`, {
+        hint: `Image keys: ${Object.keys(release.images).sort().join(', ')}.`,
+      });
+    }
+    const local = `${release.registry}/${release.namespace}/${key}:${img.tag}`;
+    if (!(await engine.image(local))) {
+      missing.push(key);
+      continue;
+    }
+    const target = `${address}/${release.namespace}/${key}:${img.tag}`;
+    if (target !== local) await engine.tag(local, target);
+    progress(`${key}: pushing ${target}`);
+    await engine.push(target, (line) => progress(`${key}: ${line}`));
+    pushed.push({ key, ref: target });
+  }
+  return { pushed, missing };
+}
