@@ -3,7 +3,7 @@ import { resolve } from 'node:path';
 import { defaultReleasesDir } from '../core/paths.js';
 import { formatBuildEvent, buildImages } from '../images/build.js';
 import { imageSpecs, LABEL } from '../images/catalog.js';
-import { localEngine } from '../images/docker-local.js';
+import { localEngine } from '../remote/docker-local.js';
 import { DEFAULT_REGISTRY_ADDRESS, ensureRegistry, pushImages, REGISTRY_CONTAINER } from '../images/registry.js';
 import { loadRelease } from '../roles/release.js';
 import { out, table } from './output.js';

@@ -6,7 +6,7 @@ import { UsageError, messageOf } from '../core/errors.js';
 import { writeFileAtomic } from '../core/fs.js';
 import { packageRoot } from '../core/paths.js';
 import { buildImages, formatBuildEvent } from '../images/build.js';
-import { localEngine, type LocalEngine } from '../images/docker-local.js';
+import { localEngine, type LocalEngine } from '../remote/docker-local.js';
 import { DEFAULT_REGISTRY_ADDRESS, ensureRegistry, REGISTRY_CONTAINER } from '../images/registry.js';
 import { saveIpamState } from '../inventory/ipam.js';
 import { generateSecrets } from '../inventory/secrets.js';

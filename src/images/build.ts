@@ -9,7 +9,7 @@ import { join, relative } from 'node:path';
 import { canonicalJson, sha256 } from '../core/hash.js';
 import type { Release } from '../roles/schema.js';
 import { buildOrder, imageSpecs, LABEL, type ImageSpec } from './catalog.js';
-import type { LocalEngine } from './docker-local.js';
+import type { LocalEngine } from '../remote/docker-local.js';
 import { ensureRootfs, type Mirrors, type RootfsDeps } from './rootfs.js';
 
 /** Progress of a build, one event per step (CONVENTIONS.md 10). */

@@ -8,7 +8,7 @@
 import { RemoteError, UsageError } from '../core/errors.js';
 import type { Release } from '../roles/schema.js';
 import { labImageRef } from './catalog.js';
-import type { LocalContainer, LocalEngine, ProgressLine } from './docker-local.js';
+import type { LocalContainer, LocalEngine, ProgressLine } from '../remote/docker-local.js';
 
 /** Default name of the registry container. */
 export const REGISTRY_CONTAINER = 'stackctl-registry';

@@ -13,7 +13,7 @@ import { $ } from 'zx';
 import { IoError, RemoteError } from '../core/errors.js';
 import { readTextFile } from '../core/fs.js';
 import { canonicalJson, sha256 } from '../core/hash.js';
-import type { LocalEngine, ProgressLine } from './docker-local.js';
+import type { LocalEngine, ProgressLine } from '../remote/docker-local.js';
 
 /** Bump when the recipe below changes in a way that must rebuild every rootfs. */
 const RECIPE_VERSION = 1;

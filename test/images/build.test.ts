@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { buildHash, buildImages, contextDigest } from '../../src/images/build.js';
 import { buildOrder, defaultContainersDir, imageSpecs, LABEL } from '../../src/images/catalog.js';
-import type { LocalEngine } from '../../src/images/docker-local.js';
+import type { LocalEngine } from '../../src/remote/docker-local.js';
 import { findMirrors, rootfsTag } from '../../src/images/rootfs.js';
 import { dockerOrFail, release, testImages } from './fixture.js';
 

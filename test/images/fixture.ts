@@ -2,7 +2,7 @@ import { mkdirSync, rmdirSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildImages, type BuiltImage } from '../../src/images/build.js';
-import { localEngine, type LocalEngine } from '../../src/images/docker-local.js';
+import { localEngine, type LocalEngine } from '../../src/remote/docker-local.js';
 import { loadRelease } from '../../src/roles/release.js';
 import { defaultReleasesDir } from '../../src/core/paths.js';
 

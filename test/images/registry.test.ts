@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { LocalEngine } from '../../src/images/docker-local.js';
+import type { LocalEngine } from '../../src/remote/docker-local.js';
 import { ensureRegistry, pushImages, splitAddress } from '../../src/images/registry.js';
 import { dockerOrFail, release, testImages } from './fixture.js';
 

@@ -13,7 +13,7 @@ import { writeFileAtomic } from '../../core/fs.js';
 import { formatIpv4, hostRange, parseIpv4 } from '../../core/ipv4.js';
 import type { ParsedNetwork } from '../../inventory/semantic.js';
 import { labImageRef } from '../../images/catalog.js';
-import type { ContainerSpec, LocalEngine } from '../../images/docker-local.js';
+import type { ContainerSpec, LocalEngine } from '../../remote/docker-local.js';
 import { REGISTRY_CONTAINER } from '../../images/registry.js';
 import type { Release } from '../../roles/schema.js';
 import { ensureKeyPair, sshKeygen, writeKnownHosts, type KeyGen } from './keys.js';

@@ -7,7 +7,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { writeFileAtomic } from '../../core/fs.js';
-import { localEngine, type LocalEngine } from '../../images/docker-local.js';
+import { localEngine, type LocalEngine } from '../../remote/docker-local.js';
 import { ContainerMachine } from '../vbmc/container.js';
 import type { MachineBackend } from '../vbmc/machine.js';
 

@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import type { BootDevice, BootSetting, PowerState } from '../../bmc/driver.js';
 import { RemoteError } from '../../core/errors.js';
 import { writeFileAtomic } from '../../core/fs.js';
-import type { LocalEngine } from '../../images/docker-local.js';
+import type { LocalEngine } from '../../remote/docker-local.js';
 import type { MachineBackend } from './machine.js';
 
 /** Power actions of a container node and the Docker call behind each (CONVENTIONS.md 5). */

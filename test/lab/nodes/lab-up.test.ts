@@ -5,7 +5,7 @@ import { promisify } from 'node:util';
 import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { runLabDown, runLabStatus, runLabUp } from '../../../src/cli/lab-up.js';
-import type { LocalEngine } from '../../../src/images/docker-local.js';
+import type { LocalEngine } from '../../../src/remote/docker-local.js';
 import { pushImages } from '../../../src/images/registry.js';
 import { LAB_LABEL } from '../../../src/lab/nodes/lab.js';
 import { dockerOrFail, release, testImages } from '../../images/fixture.js';

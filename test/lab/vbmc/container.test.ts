@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { imageSpecs } from '../../../src/images/catalog.js';
-import type { LocalEngine } from '../../../src/images/docker-local.js';
+import type { LocalEngine } from '../../../src/remote/docker-local.js';
 import { CONTAINER_POWER_ACTIONS, ContainerMachine } from '../../../src/lab/vbmc/container.js';
 import { dockerOrFail, release, testImages } from '../../images/fixture.js';
 

@@ -1,6 +1,6 @@
 /**
- * The only module of src/images and src/lab/nodes that imports dockerode
- * (CONVENTIONS.md 9): the Docker Engine of THIS machine, over its local socket.
+ * With remote/docker.ts, the only modules that import dockerode (CONVENTIONS.md 9):
+ * the Docker Engine of THIS machine, over its local socket, for image builds and lab nodes.
  * Remote hosts go through src/remote/ instead. Docker's errors become
  * RemoteError here, with a hint, so callers never see dockerode's types.
  */
