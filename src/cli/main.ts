@@ -7,6 +7,7 @@ import { registerLab } from './lab.js';
 import { registerLabUp } from './lab-up.js';
 import { registerNodes } from './nodes.js';
 import { registerPlan } from './plan.js';
+import { registerPxe } from './pxe.js';
 import { registerSchema } from './schema.js';
 import { registerSecrets } from './secrets.js';
 
@@ -25,6 +26,7 @@ export function buildProgram(): Command {
   registerSchema(program);
   registerNodes(program);
   registerImages(program);
+  registerPxe(program);
   registerLabUp(registerLab(program));
   return program;
 }

@@ -26,7 +26,48 @@ export type StackctlEvent =
       readonly message: string;
     }
   | { readonly kind: 'vbmc.started'; readonly node: string; readonly address: string }
-  | { readonly kind: 'vbmc.stopped'; readonly node: string };
+  | { readonly kind: 'vbmc.stopped'; readonly node: string }
+  | {
+      readonly kind: 'deploy.step';
+      readonly step: number;
+      readonly title: string;
+      readonly phase: 'start' | 'end';
+      readonly nodes: number;
+      readonly failed: number;
+      readonly ms: number;
+    }
+  | {
+      readonly kind: 'deploy.change';
+      readonly step: number;
+      readonly node: string;
+      /** container, config, image, task or database. */
+      readonly object: string;
+      readonly name: string;
+      /** What was done: created, recreated, started, uploaded, pulled, ran, unchanged. */
+      readonly action: string;
+      /** Why (e.g. the changed input of a recreate); never a secret. */
+      readonly detail: string;
+      readonly ms: number;
+    }
+  | {
+      readonly kind: 'deploy.failure';
+      readonly step: number;
+      readonly path: string;
+      readonly code: string;
+      readonly message: string;
+      /** retryable, rolled-back, rollback-failed or hard (CONVENTIONS.md 11). */
+      readonly class: string;
+    }
+  | {
+      readonly kind: 'node.state';
+      readonly node: string;
+      readonly from: string;
+      readonly event: string;
+      readonly to: string;
+    }
+  | { readonly kind: 'pxe.token-rejected'; readonly node: string; readonly endpoint: string; readonly reason: string }
+  | { readonly kind: 'pxe.agent-report'; readonly node: string; readonly endpoint: string }
+  | { readonly kind: 'pxe.unknown-mac'; readonly mac: string; readonly path: string };
 
 export type EventKind = StackctlEvent['kind'];
 
@@ -41,6 +82,18 @@ export const EVENT_FORMAT: { readonly [K in EventKind]: (e: Extract<StackctlEven
   'node.failed': (e) => `${e.node}: ${e.action} failed: ${e.code}: ${e.message}`,
   'vbmc.started': (e) => `${e.node}: virtual BMC at ${e.address}`,
   'vbmc.stopped': (e) => `${e.node}: virtual BMC stopped`,
+  'deploy.step': (e) =>
+    e.phase === 'start'
+      ? `step ${e.step} (${e.title}): ${e.nodes} node(s)`
+      : `step ${e.step} done in ${(e.ms / 1000).toFixed(1)} s: ${e.nodes - e.failed} ok, ${e.failed} failed`,
+  'deploy.change': (e) =>
+    `step ${e.step} ${e.node}: ${e.object} ${e.name} ${e.action}${e.detail ? ` (${e.detail})` : ''}` +
+    (e.ms ? ` ${(e.ms / 1000).toFixed(1)} s` : ''),
+  'deploy.failure': (e) => `step ${e.step} ${e.path}: ${e.class}: ${e.code}: ${e.message}`,
+  'node.state': (e) => `${e.node}: ${e.from} --${e.event}--> ${e.to}`,
+  'pxe.token-rejected': (e) => `${e.node}: agent call to ${e.endpoint} refused: ${e.reason}`,
+  'pxe.agent-report': (e) => `${e.node}: agent reported ${e.endpoint}`,
+  'pxe.unknown-mac': (e) => `boot script asked for unknown MAC ${e.mac} (${e.path})`,
 };
 
 /** Format any event. */

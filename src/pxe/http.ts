@@ -1,0 +1,483 @@
+/**
+ * The HTTP boot server, inside stackctl: iPXE scripts per node, boot files
+ * (kernel, initramfs, OS images) with Range requests and published SHA-256
+ * digests, and the API the ramdisk agent calls back with a one-time token.
+ *
+ * Tokens are secrets: they are never logged or put in events, kept only as
+ * long as a node is armed, compared in constant time (on their SHA-256, so
+ * the lengths compared are always equal), and spent by the first accepted
+ * call.
+ */
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createReadStream, statSync, type Stats } from 'node:fs';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { type EventSink, NO_EVENTS } from '../core/events.js';
+import { InputError, IoError } from '../core/errors.js';
+import { checkSchema } from '../core/schema.js';
+import { Secret } from '../core/secret.js';
+import { chainScript, localBootScript, macHexhyp, nodeScript } from './ipxe.js';
+
+/* ------------------------------------------------------------------------ */
+/* Agent API bodies                                                         */
+/* ------------------------------------------------------------------------ */
+
+const closed = { additionalProperties: false } as const;
+
+/** What the inspection ramdisk reports about the machine. */
+export const IntrospectionSchema = Type.Object(
+  {
+    cpu: Type.Object({ count: Type.Integer({ minimum: 1 }), arch: Type.String({ minLength: 1 }) }, closed),
+    memory_mib: Type.Integer({ minimum: 1 }),
+    disks: Type.Array(
+      Type.Object(
+        {
+          name: Type.String({ pattern: '^/dev/' }),
+          size_bytes: Type.Integer({ minimum: 0 }),
+          serial: Type.Optional(Type.String()),
+          wwn: Type.Optional(Type.String()),
+          model: Type.Optional(Type.String()),
+          vendor: Type.Optional(Type.String()),
+          rotational: Type.Optional(Type.Boolean()),
+          hctl: Type.Optional(Type.String()),
+          by_path: Type.Optional(Type.String()),
+        },
+        closed,
+      ),
+    ),
+    interfaces: Type.Array(
+      Type.Object(
+        {
+          name: Type.String({ minLength: 1 }),
+          mac: Type.String({ pattern: '^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$' }),
+          ipv4: Type.Optional(Type.String()),
+        },
+        closed,
+      ),
+      { minItems: 1 },
+    ),
+    boot_mode: Type.Optional(Type.Union([Type.Literal('uefi'), Type.Literal('bios')])),
+    system: Type.Optional(
+      Type.Object(
+        {
+          vendor: Type.Optional(Type.String()),
+          product: Type.Optional(Type.String()),
+          serial: Type.Optional(Type.String()),
+        },
+        closed,
+      ),
+    ),
+  },
+  { ...closed, description: 'hardware facts found by the inspection ramdisk' },
+);
+export type Introspection = Static<typeof IntrospectionSchema>;
+
+/** What the deploy (or cleaning) ramdisk reports when its work is over. */
+export const AgentResultSchema = Type.Object(
+  {
+    status: Type.Union([Type.Literal('ok'), Type.Literal('failed')]),
+    /** The step that ended: write-image, clean, … */
+    step: Type.String({ minLength: 1, maxLength: 64 }),
+    message: Type.Optional(Type.String({ maxLength: 4096 })),
+    root_device: Type.Optional(Type.String({ pattern: '^/dev/' })),
+    image_sha256: Type.Optional(Type.String({ pattern: '^[0-9a-f]{64}$' })),
+  },
+  { ...closed, description: 'the outcome of a deploy or cleaning run' },
+);
+export type AgentResult = Static<typeof AgentResultSchema>;
+
+/** Why a node was armed; it decides which endpoint the token opens. */
+export type BootPurpose = 'inspect' | 'clean' | 'deploy';
+
+/** The agent endpoints, their body schemas and the purposes whose token they accept. */
+export const AGENT_ENDPOINTS = {
+  introspection: { schema: IntrospectionSchema, purposes: ['inspect'] },
+  result: { schema: AgentResultSchema, purposes: ['clean', 'deploy'] },
+} as const satisfies Record<string, { schema: TSchema; purposes: readonly BootPurpose[] }>;
+export type AgentEndpoint = keyof typeof AGENT_ENDPOINTS;
+
+/** One accepted agent call, handed to the injected callback. */
+export type AgentReport =
+  | { readonly node: string; readonly endpoint: 'introspection'; readonly body: Introspection }
+  | { readonly node: string; readonly endpoint: 'result'; readonly body: AgentResult };
+
+/* ------------------------------------------------------------------------ */
+/* The server                                                               */
+/* ------------------------------------------------------------------------ */
+
+/** A node the server knows, by the MAC of its provisioning NIC. */
+export interface BootNode {
+  readonly name: string;
+  readonly mac: string;
+}
+
+/** Options of the boot server; side effects are injectable. */
+export interface BootServerOptions {
+  /** Address to listen on: the deploy host's address on the provisioning network. */
+  readonly host: string;
+  /** 0 picks a free port. */
+  readonly port: number;
+  /** Base URL the nodes use (default: http://host:port). */
+  readonly publicUrl?: string;
+  /** Flat folder of boot files: kernel, initramfs, images, optional `<file>.sha256`. */
+  readonly filesDir: string;
+  /** File names (in filesDir) of the ramdisk's kernel and initramfs. */
+  readonly kernel: string;
+  readonly initrd: string;
+  /** Extra kernel arguments for every ramdisk boot, e.g. console=ttyS0,115200. */
+  readonly kernelArgs?: readonly string[];
+  readonly nodes: readonly BootNode[];
+  /** Receives every accepted agent call; a throw answers 500 and leaves the token usable for a retry. */
+  readonly onReport: (report: AgentReport) => void | Promise<void>;
+  readonly events?: EventSink;
+  readonly now?: () => number;
+  readonly newToken?: () => string;
+  /** A token not used within this time is refused (default one hour). */
+  readonly tokenTtlMs?: number;
+  /** Largest accepted agent body (default 1 MiB). */
+  readonly maxBodyBytes?: number;
+}
+
+interface Armed {
+  readonly token: Secret;
+  readonly digest: Buffer;
+  readonly purpose: BootPurpose;
+  readonly expires: number;
+  inFlight: boolean;
+}
+
+const FILE_NAME = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,254}$/;
+const AGENT_PATH = /^\/v1\/agent\/([a-z0-9-]{1,63})\/([a-z]+)$/;
+const SCRIPT_PATH = /^\/boot\/([0-9a-f]{2}(?:-[0-9a-f]{2}){5})\.ipxe$/;
+
+function digestOf(token: string): Buffer {
+  return createHash('sha256').update(token, 'utf8').digest();
+}
+
+/** The HTTP boot server. Start it with `BootServer.start()`. */
+export class BootServer {
+  readonly #server: Server;
+  readonly #opts: BootServerOptions;
+  readonly #byName: Map<string, BootNode>;
+  readonly #byMac: Map<string, BootNode>;
+  readonly #armed = new Map<string, Armed>();
+  /** Digests of spent tokens per node, so a replay is reported as such (bounded). */
+  readonly #spent = new Map<string, Buffer[]>();
+  readonly #sums = new Map<string, { key: string; sum: string }>();
+  readonly #events: EventSink;
+  readonly #now: () => number;
+  readonly #newToken: () => string;
+
+  private constructor(opts: BootServerOptions) {
+    this.#opts = opts;
+    this.#byName = new Map(opts.nodes.map((n) => [n.name, n]));
+    this.#byMac = new Map(opts.nodes.map((n) => [macHexhyp(n.mac), n]));
+    this.#events = opts.events ?? NO_EVENTS;
+    this.#now = opts.now ?? Date.now;
+    this.#newToken = opts.newToken ?? (() => randomBytes(32).toString('base64url'));
+    this.#server = createServer((req, res) => {
+      this.#handle(req, res).catch(() => {
+        if (!res.headersSent) send(res, 500, 'internal error\n');
+        else res.destroy();
+      });
+    });
+  }
+
+  /** Listen; resolves once the port is bound. */
+  static async start(opts: BootServerOptions): Promise<BootServer> {
+    const s = new BootServer(opts);
+    await new Promise<void>((resolve, reject) => {
+      s.#server.once('error', (err: NodeJS.ErrnoException) =>
+        reject(
+          new IoError('E_BOOT_HTTP_LISTEN', `cannot listen on ${opts.host}:${opts.port}: ${err.code ?? err.message}`, {
+            hint: 'Another process holds the port, or the address is not on this host.',
+            cause: err,
+          }),
+        ),
+      );
+      s.#server.listen(opts.port, opts.host, () => resolve());
+    });
+    return s;
+  }
+
+  /** The bound port. */
+  get port(): number {
+    return (this.#server.address() as AddressInfo).port;
+  }
+
+  /** Base URL the nodes use. */
+  get url(): string {
+    return this.#opts.publicUrl ?? `http://${this.#opts.host}:${this.port}`;
+  }
+
+  /**
+   * Expect the node to boot from the network for `purpose`: issues a new
+   * token (replacing any earlier one) that its boot script carries.
+   */
+  arm(node: string, purpose: BootPurpose): void {
+    if (!this.#byName.has(node)) {
+      throw new InputError('E_BOOT_UNKNOWN_NODE', `cannot arm unknown node '${node}' for network boot`, {
+        hint: 'The boot server knows the nodes of the inventory it was started with.',
+      });
+    }
+    const token = this.#newToken();
+    this.#armed.set(node, {
+      token: new Secret(token),
+      digest: digestOf(token),
+      purpose,
+      expires: this.#now() + (this.#opts.tokenTtlMs ?? 3_600_000),
+      inFlight: false,
+    });
+  }
+
+  /** Forget the node's token: after a deploy, or when the operator aborts. */
+  disarm(node: string): void {
+    this.#armed.delete(node);
+  }
+
+  /** True while the node holds an unspent token. */
+  isArmed(node: string): boolean {
+    return this.#armed.has(node);
+  }
+
+  /** Stop listening and drop open connections. */
+  async close(): Promise<void> {
+    this.#server.closeAllConnections();
+    await new Promise<void>((r) => this.#server.close(() => r()));
+  }
+
+  async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const path = new URL(req.url ?? '/', 'http://x').pathname;
+    const method = req.method ?? 'GET';
+    const agent = AGENT_PATH.exec(path);
+    if (agent) {
+      if (method !== 'POST') return send(res, 405, 'use POST\n', { Allow: 'POST' });
+      return this.#agent(req, res, agent[1]!, agent[2]!);
+    }
+    if (method !== 'GET' && method !== 'HEAD') return send(res, 405, 'use GET\n', { Allow: 'GET, HEAD' });
+    if (path === '/boot.ipxe') return send(res, 200, chainScript(this.url), IPXE);
+    const script = SCRIPT_PATH.exec(path);
+    if (script) return this.#script(res, script[1]!, path);
+    if (path.startsWith('/files/')) return this.#file(req, res, path.slice('/files/'.length));
+    return send(res, 404, 'not found\n');
+  }
+
+  #script(res: ServerResponse, mac: string, path: string): void {
+    const node = this.#byMac.get(mac);
+    if (!node) {
+      this.#events.emit({ kind: 'pxe.unknown-mac', mac: mac.replace(/-/g, ':'), path });
+      return send(res, 404, 'unknown MAC\n');
+    }
+    const armed = this.#armed.get(node.name);
+    if (!armed || armed.expires < this.#now()) return send(res, 200, localBootScript(node.name), IPXE);
+    const files = `${this.url}/files`;
+    const text = nodeScript({
+      node: node.name,
+      mac: node.mac,
+      kernelUrl: `${files}/${this.#opts.kernel}`,
+      initrdUrl: `${files}/${this.#opts.initrd}`,
+      apiUrl: this.url,
+      token: armed.token.reveal(),
+      extraArgs: [`stackctl.purpose=${armed.purpose}`, ...(this.#opts.kernelArgs ?? [])],
+    });
+    // the script carries a secret: no caches in between
+    send(res, 200, text, { ...IPXE, 'Cache-Control': 'no-store' });
+  }
+
+  async #file(req: IncomingMessage, res: ServerResponse, name: string): Promise<void> {
+    if (!FILE_NAME.test(name)) return send(res, 404, 'not found\n');
+    const file = join(this.#opts.filesDir, name);
+    const st = statOrUndefined(file);
+    if (!st?.isFile()) {
+      const base = name.endsWith('.sha256') ? name.slice(0, -'.sha256'.length) : undefined;
+      const target = base ? join(this.#opts.filesDir, base) : undefined;
+      const tst = target ? statOrUndefined(target) : undefined;
+      if (!base || !target || !tst?.isFile()) return send(res, 404, 'not found\n');
+      const sum = await this.#sha256(target, tst);
+      return send(res, 200, `${sum}  ${base}\n`, { 'Content-Type': 'text/plain; charset=utf-8' });
+    }
+    const size = st.size;
+    const headers: Record<string, string> = {
+      'Content-Type': name.endsWith('.ipxe') || name.endsWith('.sha256') ? 'text/plain' : 'application/octet-stream',
+      'Accept-Ranges': 'bytes',
+      'Last-Modified': st.mtime.toUTCString(),
+    };
+    const cached = this.#sums.get(file);
+    if (cached?.key === sumKey(st)) headers['X-Checksum-Sha256'] = cached.sum;
+    const range = parseRange(req.headers.range, size);
+    if (range === 'unsatisfiable') {
+      return send(res, 416, 'range not satisfiable\n', { 'Content-Range': `bytes */${size}` });
+    }
+    const [start, end] = range ?? [0, size - 1];
+    const length = size === 0 ? 0 : end - start + 1;
+    res.writeHead(range ? 206 : 200, {
+      ...headers,
+      'Content-Length': String(length),
+      ...(range ? { 'Content-Range': `bytes ${start}-${end}/${size}` } : {}),
+    });
+    if (req.method === 'HEAD' || length === 0) return void res.end();
+    await new Promise<void>((resolve) => {
+      const stream = createReadStream(file, { start, end });
+      stream.on('error', () => {
+        res.destroy();
+        resolve();
+      });
+      res.on('close', () => {
+        stream.destroy();
+        resolve();
+      });
+      stream.pipe(res);
+    });
+  }
+
+  /** SHA-256 of a file, cached while its size and mtime stay the same (OS images are large). */
+  async #sha256(file: string, st: Stats): Promise<string> {
+    const key = sumKey(st);
+    const cached = this.#sums.get(file);
+    if (cached?.key === key) return cached.sum;
+    const hash = createHash('sha256');
+    for await (const chunk of createReadStream(file)) hash.update(chunk as Buffer);
+    const sum = hash.digest('hex');
+    this.#sums.set(file, { key, sum });
+    return sum;
+  }
+
+  async #agent(req: IncomingMessage, res: ServerResponse, name: string, endpointName: string): Promise<void> {
+    if (!Object.hasOwn(AGENT_ENDPOINTS, endpointName)) return send(res, 404, 'unknown endpoint\n');
+    const endpoint = endpointName as AgentEndpoint;
+    if (!this.#byName.has(name)) return send(res, 404, 'unknown node\n');
+    // check before reading the body, and again (synchronously) before spending the token
+    const early = this.#checkToken(name, endpoint, req.headers.authorization);
+    if (early !== undefined) return this.#refuse(res, name, endpoint, early);
+
+    const raw = await readBody(req, this.#opts.maxBodyBytes ?? 1024 * 1024);
+    if (raw === undefined) return send(res, 413, 'body too large\n');
+    let data: unknown;
+    try {
+      data = JSON.parse(raw);
+    } catch {
+      return sendJson(res, 400, { code: 'E_AGENT_JSON', message: 'the body is not valid JSON' });
+    }
+    const spec = AGENT_ENDPOINTS[endpoint];
+    const source = {
+      file: `${endpoint} body`,
+      data,
+      issues: [],
+      locate: (p: readonly (string | number)[]) => ({ file: `${endpoint} body`, path: '/' + p.join('/') }),
+    };
+    const { issues } = checkSchema(spec.schema as TSchema, source);
+    if (issues.length) {
+      return sendJson(res, 400, {
+        code: 'E_AGENT_BODY',
+        message: `the ${endpoint} body does not match its schema`,
+        issues: issues.map((i) => ({ code: i.code, path: i.location.path, message: i.message })),
+      });
+    }
+
+    const reason = this.#checkToken(name, endpoint, req.headers.authorization);
+    if (reason !== undefined) return this.#refuse(res, name, endpoint, reason);
+    const armed = this.#armed.get(name)!;
+    // NOTE: in flight, not spent: a second call with the same token is refused
+    // now, but a failing callback gives the agent its retry
+    armed.inFlight = true;
+    try {
+      await this.#opts.onReport({ node: name, endpoint, body: data } as AgentReport);
+    } catch {
+      armed.inFlight = false;
+      return sendJson(res, 500, { code: 'E_AGENT_STORE', message: 'the report could not be stored; retry' });
+    }
+    this.#armed.delete(name);
+    const spent = this.#spent.get(name) ?? [];
+    this.#spent.set(name, [...spent, armed.digest].slice(-16));
+    this.#events.emit({ kind: 'pxe.agent-report', node: name, endpoint });
+    sendJson(res, 202, { accepted: true });
+  }
+
+  /** Undefined when the token opens this endpoint for this node; otherwise why not (for the event only). */
+  #checkToken(node: string, endpoint: AgentEndpoint, header: string | undefined): string | undefined {
+    const m = /^Bearer ([A-Za-z0-9._~+/=-]{1,512})$/.exec(header ?? '');
+    if (!m) return 'no bearer token';
+    const digest = digestOf(m[1]!);
+    const armed = this.#armed.get(node);
+    if (!armed || !timingSafeEqual(digest, armed.digest)) {
+      const replay = (this.#spent.get(node) ?? []).some((d) => timingSafeEqual(d, digest));
+      return replay ? 'token already used' : armed ? 'wrong token' : 'node not armed';
+    }
+    if (armed.inFlight) return 'token already used';
+    if (armed.expires < this.#now()) return 'token expired';
+    if (!(AGENT_ENDPOINTS[endpoint].purposes as readonly BootPurpose[]).includes(armed.purpose)) {
+      return `token is for ${armed.purpose}`;
+    }
+    return undefined;
+  }
+
+  #refuse(res: ServerResponse, node: string, endpoint: AgentEndpoint, reason: string): void {
+    this.#events.emit({ kind: 'pxe.token-rejected', node, endpoint, reason });
+    // the answer does not say why: that is for the operator's event log, not for the caller
+    sendJson(res, 401, { code: 'E_AGENT_TOKEN', message: 'token refused' }, { 'WWW-Authenticate': 'Bearer' });
+  }
+}
+
+const IPXE = { 'Content-Type': 'text/plain; charset=utf-8' } as const;
+
+function send(res: ServerResponse, status: number, body: string, headers: Record<string, string> = {}): void {
+  res.writeHead(status, {
+    'Content-Type': 'text/plain; charset=utf-8',
+    ...headers,
+    'Content-Length': String(Buffer.byteLength(body)),
+  });
+  res.end(res.req.method === 'HEAD' ? undefined : body);
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  send(res, status, JSON.stringify(body) + '\n', { ...headers, 'Content-Type': 'application/json' });
+}
+
+function statOrUndefined(file: string): Stats | undefined {
+  try {
+    return statSync(file);
+  } catch {
+    return undefined;
+  }
+}
+
+function sumKey(st: Stats): string {
+  return `${st.size}:${st.mtimeMs}`;
+}
+
+/**
+ * Parse a Range header against a file size: undefined when absent or not in
+ * bytes (serve the whole file), a `[start, end]` pair (inclusive), or
+ * 'unsatisfiable' for a malformed, inverted, past-the-end or multi-part byte
+ * range (one part is all iPXE and the agent ask for).
+ */
+export function parseRange(header: string | undefined, size: number): [number, number] | 'unsatisfiable' | undefined {
+  if (header === undefined) return undefined;
+  const m = /^\s*bytes\s*=\s*(.*)$/i.exec(header);
+  if (!m) return undefined;
+  const spec = m[1]!.trim();
+  const r = /^(\d*)-(\d*)$/.exec(spec);
+  if (!r || (r[1] === '' && r[2] === '')) return 'unsatisfiable';
+  if (r[1] === '') {
+    const suffix = Number(r[2]);
+    if (suffix === 0 || size === 0) return 'unsatisfiable';
+    return [Math.max(0, size - suffix), size - 1];
+  }
+  const start = Number(r[1]);
+  const end = r[2] === '' ? size - 1 : Math.min(Number(r[2]), size - 1);
+  if (start >= size || (r[2] !== '' && Number(r[2]) < start)) return 'unsatisfiable';
+  return [start, end];
+}
+
+async function readBody(req: IncomingMessage, max: number): Promise<string | undefined> {
+  const chunks: Buffer[] = [];
+  let total = 0;
+  for await (const chunk of req) {
+    total += (chunk as Buffer).length;
+    if (total > max) return undefined;
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}

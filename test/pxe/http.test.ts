@@ -1,0 +1,291 @@
+/**
+ * The HTTP boot server, driven by Debian's curl: Range requests, published
+ * digests, boot scripts, and the agent API's one-time tokens.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { $ } from 'zx';
+import type { StackctlEvent } from '../../src/core/events.js';
+import { BootServer, parseRange, type AgentReport } from '../../src/pxe/http.js';
+import { requireTools } from './netns.js';
+
+const KERNEL = randomBytes(200_000);
+const MAC = '52:54:00:00:10:01';
+const INTROSPECTION = {
+  cpu: { count: 2, arch: 'x86_64' },
+  memory_mib: 2048,
+  disks: [{ name: '/dev/vda', size_bytes: 10_737_418_240, serial: 'disk-0' }],
+  interfaces: [{ name: 'eth0', mac: MAC }],
+  boot_mode: 'bios',
+};
+
+let dir: string;
+let server: BootServer;
+const events: StackctlEvent[] = [];
+const reports: AgentReport[] = [];
+let failStore = false;
+
+beforeAll(async () => {
+  requireTools('curl');
+  dir = mkdtempSync(join(tmpdir(), 'stackctl-boot-'));
+  writeFileSync(join(dir, 'vmlinuz'), KERNEL);
+  writeFileSync(join(dir, 'initrd.gz'), 'initrd');
+  writeFileSync(join(dir, 'empty.img'), '');
+  server = await BootServer.start({
+    host: '127.0.0.1',
+    port: 0,
+    filesDir: dir,
+    kernel: 'vmlinuz',
+    initrd: 'initrd.gz',
+    kernelArgs: ['console=ttyS0,115200'],
+    nodes: [
+      { name: 'ctl-0', mac: MAC },
+      { name: 'cmp-0', mac: '52:54:00:00:20:01' },
+    ],
+    events: { emit: (e) => events.push(e) },
+    onReport: (r) => {
+      if (failStore) throw new Error('disk full');
+      reports.push(r);
+    },
+  });
+});
+
+afterAll(async () => {
+  await server?.close();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+beforeEach(() => {
+  events.length = 0;
+  reports.length = 0;
+  failStore = false;
+});
+
+/** curl: status, headers and body (as a Buffer). */
+async function curl(path: string, args: string[] = []): Promise<{ status: number; headers: string; body: Buffer }> {
+  const hfile = join(dir, 'headers.txt');
+  const bfile = join(dir, 'body.bin');
+  const r = await $({
+    quiet: true,
+  })`curl -sS -o ${bfile} -D ${hfile} -w ${'%{http_code}'} ${args} ${server.url + path}`;
+  return { status: Number(r.stdout), headers: readFileSync(hfile, 'utf8'), body: readFileSync(bfile) };
+}
+
+function post(node: string, endpoint: string, body: unknown, token?: string) {
+  return curl(`/v1/agent/${node}/${endpoint}`, [
+    '-X',
+    'POST',
+    '-H',
+    'Content-Type: application/json',
+    ...(token ? ['-H', `Authorization: Bearer ${token}`] : []),
+    '--data-binary',
+    JSON.stringify(body),
+  ]);
+}
+
+/** Arm a node and read its token from its boot script, the way the node gets it. */
+async function armAndReadToken(node: string, mac: string, purpose: 'inspect' | 'deploy'): Promise<string> {
+  server.arm(node, purpose);
+  const script = (await curl(`/boot/${mac.replace(/:/g, '-')}.ipxe`)).body.toString();
+  const m = /stackctl\.token=(\S+)/.exec(script);
+  expect(m).not.toBeNull();
+  return m![1]!;
+}
+
+describe('boot files', () => {
+  it('serves a whole file, and its SHA-256 matches the published one', async () => {
+    const r = await curl('/files/vmlinuz');
+    expect(r.status).toBe(200);
+    expect(r.body.equals(KERNEL)).toBe(true);
+    const sum = await curl('/files/vmlinuz.sha256');
+    const expected = createHash('sha256').update(KERNEL).digest('hex');
+    expect(sum.body.toString()).toBe(`${expected}  vmlinuz\n`);
+    expect(createHash('sha256').update(r.body).digest('hex')).toBe(expected);
+    // once computed, the digest also rides along as a header
+    expect((await curl('/files/vmlinuz', ['-r', '0-0'])).headers).toMatch(
+      new RegExp(`x-checksum-sha256: ${expected}`, 'i'),
+    );
+  });
+
+  it.each([
+    ['0-9', 0, 9],
+    ['199990-', 199_990, 199_999],
+    ['-5', 199_995, 199_999],
+    ['100-999999', 100, 199_999],
+  ])('answers Range bytes=%s with 206 and exactly those bytes', async (range, start, end) => {
+    const r = await curl('/files/vmlinuz', ['-r', range]);
+    expect(r.status).toBe(206);
+    expect(r.headers).toMatch(new RegExp(`content-range: bytes ${start}-${end}/200000`, 'i'));
+    expect(r.body.equals(KERNEL.subarray(start, end + 1))).toBe(true);
+  });
+
+  it.each([['200000-'], ['10-5'], ['0-1,5-6'], ['x-y']])('answers Range bytes=%s with 416', async (range) => {
+    const r = await curl('/files/vmlinuz', ['-H', `Range: bytes=${range}`]);
+    expect(r.status).toBe(416);
+    expect(r.headers).toMatch(/content-range: bytes \*\/200000/i);
+  });
+
+  it('lets a broken download resume where it stopped (curl -C)', async () => {
+    const part = join(dir, 'part.bin');
+    writeFileSync(part, KERNEL.subarray(0, 123_456));
+    await $({ quiet: true })`curl -sS -C - -o ${part} ${server.url + '/files/vmlinuz'}`;
+    expect(readFileSync(part).equals(KERNEL)).toBe(true);
+  });
+
+  it.each([['/files/nope'], ['/files/..%2Fetc%2Fpasswd'], ['/files/.hidden'], ['/nothing']])(
+    'answers 404 for %s',
+    async (path) => {
+      expect((await curl(path)).status).toBe(404);
+    },
+  );
+
+  it('handles empty files and HEAD', async () => {
+    expect((await curl('/files/empty.img')).status).toBe(200);
+    const head = await curl('/files/vmlinuz', ['-I']);
+    expect(head.status).toBe(200);
+    expect(head.headers).toMatch(/content-length: 200000/i);
+  });
+
+  it('unit: parseRange', () => {
+    expect(parseRange(undefined, 10)).toBeUndefined();
+    expect(parseRange('items=0-1', 10)).toBeUndefined();
+    expect(parseRange('bytes=0-', 0)).toBe('unsatisfiable');
+    expect(parseRange('bytes=-20', 10)).toEqual([0, 9]);
+  });
+});
+
+describe('boot scripts', () => {
+  it('chains iPXE to the per-MAC script', async () => {
+    const r = await curl('/boot.ipxe');
+    expect(r.body.toString()).toContain(`chain --autofree ${server.url}/boot/\${netX/mac:hexhyp}.ipxe`);
+  });
+
+  it("gives an armed node its ramdisk with callback and token, and an unarmed one 'exit'", async () => {
+    server.arm('ctl-0', 'inspect');
+    const r = await curl('/boot/52-54-00-00-10-01.ipxe');
+    expect(r.headers).toMatch(/cache-control: no-store/i);
+    expect(r.body.toString()).toMatch(
+      new RegExp(
+        `^#!ipxe\\nkernel --name kernel ${server.url}/files/vmlinuz initrd=initrd BOOTIF=01-52-54-00-00-10-01 ` +
+          `stackctl.node=ctl-0 stackctl.api=${server.url} stackctl.token=[A-Za-z0-9_-]{43} ` +
+          `stackctl.purpose=inspect console=ttyS0,115200\\ninitrd --name initrd ${server.url}/files/initrd.gz\\nboot\\n$`,
+      ),
+    );
+    server.disarm('ctl-0');
+    expect((await curl('/boot/52-54-00-00-10-01.ipxe')).body.toString()).toContain('exit');
+  });
+
+  it('answers 404 for an unknown MAC and records an event', async () => {
+    expect((await curl('/boot/52-54-00-ff-ff-ff.ipxe')).status).toBe(404);
+    expect(events).toEqual([
+      { kind: 'pxe.unknown-mac', mac: '52:54:00:ff:ff:ff', path: '/boot/52-54-00-ff-ff-ff.ipxe' },
+    ]);
+  });
+});
+
+describe('agent API', () => {
+  it('accepts the token once, stores the report, and refuses its reuse with 401 and an event', async () => {
+    const token = await armAndReadToken('ctl-0', MAC, 'inspect');
+    const first = await post('ctl-0', 'introspection', INTROSPECTION, token);
+    expect(first.status).toBe(202);
+    expect(reports).toEqual([{ node: 'ctl-0', endpoint: 'introspection', body: INTROSPECTION }]);
+    expect(server.isArmed('ctl-0')).toBe(false);
+
+    const again = await post('ctl-0', 'introspection', INTROSPECTION, token);
+    expect(again.status).toBe(401);
+    expect(reports.length).toBe(1);
+    expect(events).toEqual([
+      { kind: 'pxe.agent-report', node: 'ctl-0', endpoint: 'introspection' },
+      { kind: 'pxe.token-rejected', node: 'ctl-0', endpoint: 'introspection', reason: 'token already used' },
+    ]);
+    // tokens are secrets: never in events
+    expect(JSON.stringify(events)).not.toContain(token);
+  });
+
+  it('refuses a wrong or missing token, and a token armed for another purpose', async () => {
+    const token = await armAndReadToken('cmp-0', '52:54:00:00:20:01', 'deploy');
+    expect((await post('cmp-0', 'result', { status: 'ok', step: 'write-image' }, token + 'x')).status).toBe(401);
+    expect((await post('cmp-0', 'result', { status: 'ok', step: 'write-image' })).status).toBe(401);
+    expect((await post('cmp-0', 'introspection', INTROSPECTION, token)).status).toBe(401);
+    expect(events.map((e) => (e.kind === 'pxe.token-rejected' ? e.reason : e.kind))).toEqual([
+      'wrong token',
+      'no bearer token',
+      'token is for deploy',
+    ]);
+    // the right call still works afterwards
+    expect((await post('cmp-0', 'result', { status: 'ok', step: 'write-image' }, token)).status).toBe(202);
+    expect(reports).toEqual([{ node: 'cmp-0', endpoint: 'result', body: { status: 'ok', step: 'write-image' } }]);
+  });
+
+  it('answers 404 for an unknown node or endpoint', async () => {
+    expect((await post('nope-9', 'result', { status: 'ok', step: 'x' }, 'abc')).status).toBe(404);
+    expect((await post('ctl-0', 'reboot', {}, 'abc')).status).toBe(404);
+  });
+
+  it('refuses a body that does not match its schema, without spending the token', async () => {
+    const token = await armAndReadToken('ctl-0', MAC, 'inspect');
+    const bad = await post('ctl-0', 'introspection', { ...INTROSPECTION, memory_mib: 'lots', extra: 1 }, token);
+    expect(bad.status).toBe(400);
+    const body = JSON.parse(bad.body.toString()) as { code: string; issues: { path: string }[] };
+    expect(body.code).toBe('E_AGENT_BODY');
+    expect(body.issues.map((i) => i.path).sort()).toEqual(['/extra', '/memory_mib']);
+    expect((await post('ctl-0', 'introspection', '{', token)).status).toBe(400);
+    expect((await post('ctl-0', 'introspection', INTROSPECTION, token)).status).toBe(202);
+  });
+
+  it('keeps the token usable when storing the report fails, so the agent can retry', async () => {
+    const token = await armAndReadToken('ctl-0', MAC, 'inspect');
+    failStore = true;
+    expect((await post('ctl-0', 'introspection', INTROSPECTION, token)).status).toBe(500);
+    failStore = false;
+    expect((await post('ctl-0', 'introspection', INTROSPECTION, token)).status).toBe(202);
+  });
+
+  it('refuses a token once the node is disarmed (after the deploy)', async () => {
+    const token = await armAndReadToken('ctl-0', MAC, 'inspect');
+    server.disarm('ctl-0');
+    expect((await post('ctl-0', 'introspection', INTROSPECTION, token)).status).toBe(401);
+    expect(events.at(-1)).toMatchObject({ reason: 'node not armed' });
+  });
+});
+
+describe('token lifetime', () => {
+  it('refuses a token used after its time-to-live', async () => {
+    let now = 1_000_000;
+    const seen: StackctlEvent[] = [];
+    const s = await BootServer.start({
+      host: '127.0.0.1',
+      port: 0,
+      filesDir: dir,
+      kernel: 'vmlinuz',
+      initrd: 'initrd.gz',
+      nodes: [{ name: 'ctl-0', mac: MAC }],
+      events: { emit: (e) => seen.push(e) },
+      onReport: () => undefined,
+      now: () => now,
+      newToken: () => 'fixed-token-for-this-test',
+      tokenTtlMs: 60_000,
+    });
+    try {
+      s.arm('ctl-0', 'inspect');
+      now += 60_001;
+      const url = `${s.url}/v1/agent/ctl-0/introspection`;
+      const auth = 'Authorization: Bearer fixed-token-for-this-test';
+      const r = await $({
+        quiet: true,
+      })`curl -s -o /dev/null -w ${'%{http_code}'} -H ${auth} --data-binary ${JSON.stringify(INTROSPECTION)} ${url}`;
+      expect(r.stdout).toBe('401');
+      expect(seen).toEqual([
+        { kind: 'pxe.token-rejected', node: 'ctl-0', endpoint: 'introspection', reason: 'token expired' },
+      ]);
+      // an expired node boots from its disk, not into the ramdisk
+      const script = await $({ quiet: true })`curl -s ${s.url + '/boot/52-54-00-00-10-01.ipxe'}`;
+      expect(script.stdout).toContain('exit');
+    } finally {
+      await s.close();
+    }
+  });
+});
