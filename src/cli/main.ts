@@ -8,6 +8,7 @@ import { registerLabUp } from './lab-up.js';
 import { registerNodes } from './nodes.js';
 import { registerPlan } from './plan.js';
 import { registerPxe } from './pxe.js';
+import { registerRamdisk } from './ramdisk.js';
 import { registerSchema } from './schema.js';
 import { registerSecrets } from './secrets.js';
 
@@ -25,7 +26,7 @@ export function buildProgram(): Command {
   registerIpam(program);
   registerSchema(program);
   registerNodes(program);
-  registerImages(program);
+  registerRamdisk(registerImages(program));
   registerPxe(program);
   registerLabUp(registerLab(program));
   return program;

@@ -1,0 +1,550 @@
+/**
+ * The deploy ramdisk: Debian's kernel and a small initramfs built here
+ * (busybox-static, the virtio drivers from the same kernel package, the
+ * agent of `images/ramdisk/`). The nodes boot it over the network to report
+ * their hardware and, later, to have their OS image written.
+ *
+ * Both Debian packages are fetched with `apt-get download` (the machine's
+ * apt sources and keys; nothing gets installed) and unpacked with
+ * `dpkg-deb -x`. The result is cached by a hash of its inputs (package
+ * versions, module list, agent files, recipe), so a rebuild with nothing
+ * changed only asks apt-cache for two versions.
+ */
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+} from 'node:fs';
+import { chmodSync, lstatSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
+import { $ } from 'zx';
+import { InputError, IoError, RemoteError } from '../core/errors.js';
+import { writeFileAtomic } from '../core/fs.js';
+import { canonicalJson, sha256 } from '../core/hash.js';
+import { packageRoot } from '../core/paths.js';
+
+/** Bump when the recipe below changes in a way that must rebuild every ramdisk. */
+const RECIPE_VERSION = 1;
+
+/**
+ * Kernel modules loaded by /init, in this order (each after what it needs:
+ * insmod does not resolve dependencies). Debian builds these as modules,
+ * so without them the ramdisk sees neither NIC nor disk in a VM. Real
+ * hardware needs its own NIC and storage drivers added here.
+ */
+export const RAMDISK_MODULES = [
+  'virtio_ring',
+  'virtio',
+  'virtio_pci_legacy_dev',
+  'virtio_pci_modern_dev',
+  'virtio_pci',
+  // virtio_net's standby (failover) support needs these two
+  'failover',
+  'net_failover',
+  'virtio_net',
+  'virtio_blk',
+] as const;
+
+/** Files of `images/ramdisk/` and where they go in the initramfs. */
+export const RAMDISK_FILES = {
+  init: '/init',
+  'agent.sh': '/usr/sbin/stackctl-agent',
+  // NOTE: Debian's busybox looks for /etc/udhcpc/default.script; the agent passes -s with this path
+  'udhcpc.script': '/usr/share/udhcpc/default.script',
+} as const;
+
+/** Names of the build's outputs in the output folder. */
+export const RAMDISK_OUTPUTS = {
+  kernel: 'vmlinuz',
+  initrd: 'initrd.gz',
+  /** What was built from what; the cache key lives here. */
+  manifest: 'ramdisk.json',
+} as const;
+
+/** Debian packages the build downloads. */
+export const RAMDISK_PACKAGES = {
+  /** Meta package; the build resolves the versioned kernel package it depends on. */
+  kernel: 'linux-image-amd64',
+  busybox: 'busybox-static',
+} as const;
+
+/** What a command printed and how it ended. */
+export interface CommandResult {
+  readonly stdout: string;
+  readonly stderr: string;
+  readonly exitCode: number;
+}
+
+/** Runs a program (no shell); never throws for a non-zero status. */
+export type RunCommand = (
+  argv: readonly string[],
+  options?: { readonly cwd?: string; readonly input?: string },
+) => Promise<CommandResult>;
+
+/** The default runner: zx, which quotes every argument. */
+export const runCommand: RunCommand = async (argv, options = {}) => {
+  const r = await $({
+    quiet: true,
+    nothrow: true,
+    ...(options.cwd !== undefined ? { cwd: options.cwd } : {}),
+    ...(options.input !== undefined ? { input: options.input } : {}),
+  })`${argv}`;
+  return { stdout: r.stdout, stderr: r.stderr, exitCode: r.exitCode ?? -1 };
+};
+
+/** Options of `buildRamdisk`; side effects are injectable. */
+export interface RamdiskOptions {
+  /** Receives vmlinuz, initrd.gz, their .sha256 files and ramdisk.json; created when missing. */
+  readonly outDir: string;
+  /** Downloaded .deb files, kept across builds (default `<outDir>/cache`). */
+  readonly cacheDir?: string;
+  /** The agent's files (default: `images/ramdisk/` shipped with stackctl). */
+  readonly sourceDir?: string;
+  /** Kernel package: the meta package (resolved) or a versioned `linux-image-<abi>-<flavour>`. */
+  readonly kernelPackage?: string;
+  readonly modules?: readonly string[];
+  /** Rebuild even when the cache key matches. */
+  readonly force?: boolean;
+  readonly run?: RunCommand;
+  /**
+   * Changes whenever apt's package lists change (default: the mtime of
+   * /var/lib/apt/lists). While it stays the same, the versions resolved by
+   * the last build are reused: apt-cache takes about a second per query.
+   */
+  readonly aptStamp?: () => string;
+  readonly log?: (line: string) => void;
+  readonly now?: () => number;
+}
+
+/** One output file. */
+export interface RamdiskFile {
+  /** Absolute path. */
+  readonly path: string;
+  /** File name in the output folder (what the boot server serves). */
+  readonly name: string;
+  readonly size: number;
+  readonly sha256: string;
+}
+
+/** The inputs the cache key is computed from. */
+export interface RamdiskInputs {
+  readonly recipe: number;
+  readonly kernel: { readonly package: string; readonly version: string; readonly release: string };
+  readonly busybox: { readonly package: string; readonly version: string };
+  readonly modules: readonly string[];
+  /** sha256 of each agent file, by name. */
+  readonly files: Readonly<Record<string, string>>;
+}
+
+/** What a build produced (or found in the cache). */
+export interface RamdiskBuild {
+  readonly kernel: RamdiskFile;
+  readonly initrd: RamdiskFile;
+  readonly inputs: RamdiskInputs;
+  /** sha256 of the canonical JSON of `inputs`. */
+  readonly inputsHash: string;
+  /** True when nothing had to be built. */
+  readonly cached: boolean;
+  readonly elapsedMs: number;
+}
+
+interface Manifest {
+  readonly inputsHash: string;
+  readonly inputs: RamdiskInputs;
+  readonly kernel: Omit<RamdiskFile, 'path'>;
+  readonly initrd: Omit<RamdiskFile, 'path'>;
+  /** What was asked for and apt's stamp when the versions were resolved. */
+  readonly resolved?: { readonly kernelPackage: string; readonly aptStamp: string };
+}
+
+/** The default apt stamp: apt-get update replaces files in this folder, which changes its mtime. */
+export function defaultAptStamp(): string {
+  try {
+    return String(statSync('/var/lib/apt/lists').mtimeMs);
+  } catch {
+    return 'unknown';
+  }
+}
+
+/** Default folder of the agent's files. */
+export const defaultRamdiskSourceDir = (): string => join(packageRoot(), 'images', 'ramdisk');
+
+/**
+ * Build the deploy ramdisk into `outDir`, or return the cached one when its
+ * inputs did not change. The outputs are replaced by rename, the manifest
+ * last, so an interrupted build is never taken for a finished one.
+ */
+export async function buildRamdisk(options: RamdiskOptions): Promise<RamdiskBuild> {
+  const now = options.now ?? Date.now;
+  const started = now();
+  const run = options.run ?? runCommand;
+  const log = options.log ?? (() => undefined);
+  const outDir = options.outDir;
+  const cacheDir = options.cacheDir ?? join(outDir, 'cache');
+  const sourceDir = options.sourceDir ?? defaultRamdiskSourceDir();
+  const modules = options.modules ?? RAMDISK_MODULES;
+  for (const m of modules) {
+    if (!/^[A-Za-z0-9_-]+$/.test(m)) {
+      throw new InputError('E_RAMDISK_MODULE', `invalid kernel module name '${m}'`, {
+        hint: 'Give module names as modprobe knows them, e.g. virtio_net.',
+      });
+    }
+  }
+  mkdirSync(outDir, { recursive: true });
+
+  const sources = readSources(sourceDir);
+  const kernelPackage = options.kernelPackage ?? RAMDISK_PACKAGES.kernel;
+  const aptStamp = (options.aptStamp ?? defaultAptStamp)();
+  const previous = readManifest(outDir);
+  const reuse =
+    previous?.resolved?.aptStamp === aptStamp &&
+    previous.resolved.kernelPackage === kernelPackage &&
+    aptStamp !== 'unknown';
+  const [kernel, busyboxVersion] = reuse
+    ? [previous.inputs.kernel, previous.inputs.busybox.version]
+    : await Promise.all([resolveKernel(run, kernelPackage), packageVersion(run, RAMDISK_PACKAGES.busybox)]);
+  const inputs: RamdiskInputs = {
+    recipe: RECIPE_VERSION,
+    kernel,
+    busybox: { package: RAMDISK_PACKAGES.busybox, version: busyboxVersion },
+    modules: [...modules],
+    files: Object.fromEntries(Object.entries(sources).map(([name, text]) => [name, sha256(text)])),
+  };
+  const inputsHash = sha256(canonicalJson(inputs));
+
+  const cached = options.force || !previous ? undefined : readCached(outDir, previous, inputsHash);
+  if (cached && previous) {
+    if (!reuse) {
+      // remember that these versions are still apt's candidates, so the next check skips apt-cache
+      const manifest: Manifest = { ...previous, resolved: { kernelPackage, aptStamp } };
+      writeFileAtomic(join(outDir, RAMDISK_OUTPUTS.manifest), JSON.stringify(manifest, null, 2) + '\n');
+    }
+    log(`ramdisk up to date (${inputsHash.slice(0, 12)})`);
+    return { ...cached, inputs, inputsHash, cached: true, elapsedMs: now() - started };
+  }
+
+  log(`building ramdisk: kernel ${kernel.package} ${kernel.version}, busybox-static ${busyboxVersion}`);
+  const work = mkdtempSync(join(outDir, '.build-'));
+  try {
+    const parts = await kernelParts(run, cacheDir, kernel, modules, work, log);
+    const busyboxDeb = await download(run, cacheDir, RAMDISK_PACKAGES.busybox, busyboxVersion, log);
+    const bdir = join(work, 'busybox');
+    await unpack(run, busyboxDeb, bdir);
+    const busybox = join(bdir, 'bin', 'busybox');
+    const root = join(work, 'root');
+    stageRoot(root, { sources, busybox, parts, inputsHash });
+
+    const cpio = join(work, 'initrd.cpio');
+    const list = listTree(root);
+    // the static busybox we just unpacked archives the tree: no cpio needed on the host
+    const r = await run([busybox, 'cpio', '-o', '-H', 'newc', '-R', '0:0', '-F', cpio], { cwd: root, input: list });
+    if (r.exitCode !== 0) {
+      throw new IoError('E_RAMDISK_CPIO', `cpio failed (status ${r.exitCode}): ${r.stderr.trim()}`, {
+        hint: 'The build folder must be writable and on a local file system.',
+      });
+    }
+    const initrdTmp = join(work, RAMDISK_OUTPUTS.initrd);
+    writeFileSync(initrdTmp, gzipSync(readFileSync(cpio), { level: 9 }));
+    const kernelTmp = join(work, RAMDISK_OUTPUTS.kernel);
+    copyFileSync(parts.vmlinuz, kernelTmp);
+    // Debian installs the kernel 0600; the boot server and a TFTP server running unprivileged must read it
+    chmodSync(kernelTmp, 0o644);
+
+    const kernelFile = publish(kernelTmp, outDir, RAMDISK_OUTPUTS.kernel);
+    const initrdFile = publish(initrdTmp, outDir, RAMDISK_OUTPUTS.initrd);
+    const manifest: Manifest = {
+      inputsHash,
+      inputs,
+      kernel: { name: kernelFile.name, size: kernelFile.size, sha256: kernelFile.sha256 },
+      initrd: { name: initrdFile.name, size: initrdFile.size, sha256: initrdFile.sha256 },
+      resolved: { kernelPackage, aptStamp },
+    };
+    writeFileAtomic(join(outDir, RAMDISK_OUTPUTS.manifest), JSON.stringify(manifest, null, 2) + '\n');
+    const elapsedMs = now() - started;
+    log(`ramdisk built in ${(elapsedMs / 1000).toFixed(1)} s: initrd ${initrdFile.size} bytes`);
+    return { kernel: kernelFile, initrd: initrdFile, inputs, inputsHash, cached: false, elapsedMs };
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+/* ------------------------------------------------------------------------ */
+
+function readSources(dir: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of Object.keys(RAMDISK_FILES)) {
+    try {
+      out[name] = readFileSync(join(dir, name), 'utf8');
+    } catch (e) {
+      throw new IoError('E_RAMDISK_SOURCE', `cannot read the ramdisk file ${join(dir, name)}`, {
+        hint: 'The agent files live in images/ramdisk/ of the stackctl package; pass sourceDir for another copy.',
+        cause: e,
+      });
+    }
+  }
+  return out;
+}
+
+function aptError(what: string, r: CommandResult, pkg: string): RemoteError {
+  return new RemoteError('E_RAMDISK_APT', `${what} ${pkg} failed (status ${r.exitCode}): ${r.stderr.trim()}`, {
+    hint: `Check that apt can reach a Debian mirror that has ${pkg} (apt-get update), and that apt-get and dpkg-deb are installed.`,
+    details: { package: pkg },
+  });
+}
+
+/** The Debian version of a package apt would install (its candidate). */
+async function packageVersion(run: RunCommand, pkg: string): Promise<string> {
+  const r = await run(['apt-cache', 'show', '--no-all-versions', pkg]);
+  const version = /^Version:\s*(\S+)/m.exec(r.stdout)?.[1];
+  if (r.exitCode !== 0 || !version) throw aptError('apt-cache show', r, pkg);
+  return version;
+}
+
+/** The versioned kernel package behind `pkg` (itself when already versioned), its version and kernel release. */
+async function resolveKernel(run: RunCommand, pkg: string): Promise<RamdiskInputs['kernel']> {
+  let versioned = pkg;
+  if (!/^linux-image-\d/.test(pkg)) {
+    const r = await run(['apt-cache', 'depends', '--no-recommends', '--no-suggests', pkg]);
+    const dep = /^\s*Depends:\s*(linux-image-\d\S*)/m.exec(r.stdout)?.[1];
+    if (r.exitCode !== 0 || !dep) throw aptError('resolving the kernel package of', r, pkg);
+    versioned = dep;
+  }
+  const version = await packageVersion(run, versioned);
+  return { package: versioned, version, release: versioned.slice('linux-image-'.length) };
+}
+
+/** The .deb of `pkg` at `version`, downloaded once into its own folder of the cache. */
+async function download(
+  run: RunCommand,
+  cacheDir: string,
+  pkg: string,
+  version: string,
+  log: (line: string) => void,
+): Promise<string> {
+  const dir = join(cacheDir, `${pkg}_${safeName(version)}`);
+  const found = (): string | undefined => {
+    const deb = existsSync(dir) ? readdirSync(dir).find((f) => f.endsWith('.deb')) : undefined;
+    return deb ? join(dir, deb) : undefined;
+  };
+  const have = found();
+  if (have) return have;
+  mkdirSync(dir, { recursive: true });
+  // apt drops to its _apt user for downloads and warns when that user cannot write here: harmless
+  chmodSync(dir, 0o755);
+  log(`apt-get download ${pkg}=${version}`);
+  const r = await run(['apt-get', 'download', '-q', `${pkg}=${version}`], { cwd: dir });
+  const deb = found();
+  if (r.exitCode !== 0 || !deb) throw aptError('apt-get download', r, pkg);
+  return deb;
+}
+
+/** A Debian version as a file name part (the epoch's colon and anything odd become _). */
+function safeName(version: string): string {
+  return version.replace(/[^A-Za-z0-9.+~-]/g, '_');
+}
+
+async function unpack(run: RunCommand, deb: string, dir: string): Promise<void> {
+  const r = await run(['dpkg-deb', '-x', deb, dir]);
+  if (r.exitCode !== 0) {
+    throw new IoError('E_RAMDISK_UNPACK', `dpkg-deb -x ${deb} failed: ${r.stderr.trim()}`, {
+      hint: 'The download may be truncated: delete it from the cache folder and build again.',
+      details: { deb },
+    });
+  }
+}
+
+/** /lib/modules/<release> (bookworm) or /usr/lib/modules/<release> (merged-/usr packages). */
+function moduleDirOf(kdir: string, release: string): string {
+  for (const d of [join(kdir, 'lib', 'modules', release), join(kdir, 'usr', 'lib', 'modules', release)]) {
+    if (existsSync(d)) return d;
+  }
+  throw new IoError('E_RAMDISK_MODULES', `the kernel package has no modules folder for ${release}`, {
+    hint: 'Give a complete linux-image package.',
+  });
+}
+
+/** Every `<name>.ko` under a folder, by module name. */
+function indexModules(dir: string): Map<string, string> {
+  const out = new Map<string, string>();
+  const walk = (d: string): void => {
+    for (const e of readdirSync(d, { withFileTypes: true })) {
+      const p = join(d, e.name);
+      if (e.isDirectory()) walk(p);
+      else if (e.name.endsWith('.ko')) out.set(e.name.slice(0, -3).replace(/-/g, '_'), p);
+    }
+  };
+  walk(join(dir, 'kernel'));
+  return out;
+}
+
+/** What the initramfs needs from the kernel package, unpacked once per kernel version and module list. */
+interface KernelParts {
+  readonly vmlinuz: string;
+  /** Module files in load order; modules built into the kernel are left out. */
+  readonly modules: readonly { readonly name: string; readonly file: string }[];
+}
+
+/**
+ * The kernel and the listed modules, from `<cacheDir>/kernel-<release>_<version>_<modules hash>/`.
+ * Unpacking the whole package takes seconds and hundreds of MiB; only these
+ * few files are kept, so a change to the agent rebuilds in well under a second.
+ */
+async function kernelParts(
+  run: RunCommand,
+  cacheDir: string,
+  kernel: RamdiskInputs['kernel'],
+  modules: readonly string[],
+  work: string,
+  log: (line: string) => void,
+): Promise<KernelParts> {
+  const names = modules.map((m) => m.replace(/-/g, '_'));
+  const key = `${kernel.release}_${safeName(kernel.version)}_${sha256(names.join(',')).slice(0, 12)}`;
+  const dir = join(cacheDir, `kernel-${key}`);
+  const listed = (): KernelParts => {
+    const present = new Set(readFileSync(join(dir, 'modules.load'), 'utf8').split('\n').filter(Boolean));
+    return {
+      vmlinuz: join(dir, 'vmlinuz'),
+      modules: names.filter((n) => present.has(n)).map((n) => ({ name: n, file: join(dir, `${n}.ko`) })),
+    };
+  };
+  if (existsSync(join(dir, 'modules.load'))) return listed();
+
+  const deb = await download(run, cacheDir, kernel.package, kernel.version, log);
+  const kdir = join(work, 'kernel');
+  await unpack(run, deb, kdir);
+  const vmlinuz = join(kdir, 'boot', `vmlinuz-${kernel.release}`);
+  if (!existsSync(vmlinuz)) {
+    throw new IoError('E_RAMDISK_KERNEL', `${kernel.package} holds no boot/vmlinuz-${kernel.release}`, {
+      hint: 'Give a linux-image package that ships a kernel (not a -dbg or -unsigned one).',
+      details: { package: kernel.package },
+    });
+  }
+  const moduleDir = moduleDirOf(kdir, kernel.release);
+  const builtin = readBuiltin(moduleDir);
+  const available = indexModules(moduleDir);
+  const tmp = join(work, 'kernel-parts');
+  mkdirSync(tmp);
+  copyFileSync(vmlinuz, join(tmp, 'vmlinuz'));
+  const load: string[] = [];
+  for (const n of names) {
+    const file = available.get(n);
+    if (file) {
+      copyFileSync(file, join(tmp, `${n}.ko`));
+      load.push(n);
+    } else if (!builtin.has(n)) {
+      throw new IoError('E_RAMDISK_MODULE_MISSING', `kernel module ${n} is neither a .ko file nor built in`, {
+        hint: 'Check the module name; compressed modules (.ko.xz, .ko.zst) are not supported yet.',
+        details: { module: n, kernel: kernel.release },
+      });
+    }
+  }
+  // written last: its presence says the folder is complete
+  writeFileSync(join(tmp, 'modules.load'), load.map((n) => n + '\n').join(''));
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(cacheDir, { recursive: true });
+  renameSync(tmp, dir);
+  rmSync(kdir, { recursive: true, force: true });
+  return listed();
+}
+
+interface StageSpec {
+  readonly sources: Readonly<Record<string, string>>;
+  readonly busybox: string;
+  readonly parts: KernelParts;
+  readonly inputsHash: string;
+}
+
+/** Lay out the initramfs tree. */
+function stageRoot(root: string, s: StageSpec): void {
+  for (const d of ['bin', 'dev', 'etc/stackctl', 'etc/udhcpc', 'lib/modules', 'proc', 'run', 'sys', 'tmp']) {
+    mkdirSync(join(root, d), { recursive: true });
+  }
+  copyFileSync(s.busybox, join(root, 'bin', 'busybox'));
+  chmodSync(join(root, 'bin', 'busybox'), 0o755);
+  symlinkSync('busybox', join(root, 'bin', 'sh'));
+  for (const [name, target] of Object.entries(RAMDISK_FILES)) {
+    const dest = join(root, target);
+    mkdirSync(join(dest, '..'), { recursive: true });
+    writeFileSync(dest, s.sources[name] ?? '', { mode: 0o755 });
+  }
+  symlinkSync(RAMDISK_FILES['udhcpc.script'], join(root, 'etc', 'udhcpc', 'default.script'));
+  for (const m of s.parts.modules) copyFileSync(m.file, join(root, 'lib', 'modules', `${m.name}.ko`));
+  // /init loads them in this order (insmod does not resolve dependencies)
+  writeFileSync(join(root, 'etc', 'stackctl', 'modules'), s.parts.modules.map((m) => m.name + '\n').join(''));
+  writeFileSync(join(root, 'etc', 'stackctl', 'build'), `inputs ${s.inputsHash}\n`);
+}
+
+/** Modules compiled into the kernel (modules.builtin), by name. */
+function readBuiltin(moduleDir: string): Set<string> {
+  const file = join(moduleDir, 'modules.builtin');
+  if (!existsSync(file)) return new Set();
+  return new Set(
+    readFileSync(file, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => (l.split('/').pop() ?? '').replace(/\.ko$/, '').replace(/-/g, '_')),
+  );
+}
+
+/** Paths under `root` for cpio, sorted, each folder before what it holds. */
+function listTree(root: string): string {
+  const out: string[] = [];
+  const walk = (rel: string): void => {
+    const abs = rel ? join(root, rel) : root;
+    for (const name of readdirSync(abs).sort()) {
+      const r = rel ? `${rel}/${name}` : name;
+      out.push(r);
+      const st = lstatSync(join(root, r));
+      if (st.isDirectory()) walk(r);
+    }
+  };
+  walk('');
+  return out.join('\n') + '\n';
+}
+
+/** Move a built file into the output folder and write `<name>.sha256` beside it. */
+function publish(tmp: string, outDir: string, name: string): RamdiskFile {
+  const data = readFileSync(tmp);
+  const sum = sha256(data);
+  const path = join(outDir, name);
+  renameSync(tmp, path);
+  writeFileAtomic(join(outDir, `${name}.sha256`), `${sum}  ${name}\n`);
+  return { path, name, size: data.length, sha256: sum };
+}
+
+function readManifest(outDir: string): Manifest | undefined {
+  try {
+    const m = JSON.parse(readFileSync(join(outDir, RAMDISK_OUTPUTS.manifest), 'utf8')) as Manifest;
+    return typeof m.inputsHash === 'string' && typeof m.inputs === 'object' ? m : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The outputs of an earlier build with the same inputs, when they are all still there. */
+function readCached(
+  outDir: string,
+  manifest: Manifest,
+  inputsHash: string,
+): Pick<RamdiskBuild, 'kernel' | 'initrd'> | undefined {
+  if (manifest.inputsHash !== inputsHash) return undefined;
+  const file = (f: Omit<RamdiskFile, 'path'>): RamdiskFile | undefined => {
+    const path = join(outDir, f.name);
+    try {
+      // size only: hashing would make a cache hit cost as much as reading the files; the
+      // sha256 files beside them are what nodes check
+      return statSync(path).size === f.size ? { ...f, path } : undefined;
+    } catch {
+      return undefined;
+    }
+  };
+  const kernel = file(manifest.kernel);
+  const initrd = file(manifest.initrd);
+  return kernel && initrd ? { kernel, initrd } : undefined;
+}

@@ -1,0 +1,84 @@
+/**
+ * A throw-away provisioning segment for VM tests: a bridge on the host with
+ * the deploy host's IPv4 address and an IPv6 ULA (dnsmasq's router
+ * advertisements spare iPXE a ~13 s wait), and tap devices for QEMU NICs.
+ * Names carry a tag from the test process id, so runs do not collide, and
+ * `destroy()` removes taps, bridge and the iptables rule. Traffic stays on
+ * this bridge: nothing is routed anywhere else.
+ */
+import { spawnSync } from 'node:child_process';
+import { $ } from 'zx';
+
+/** A Debian package for each tool the VM tests run. */
+export const VM_TEST_TOOLS: Readonly<Record<string, string>> = {
+  'qemu-system-x86_64': 'qemu-system-x86',
+  dnsmasq: 'dnsmasq-base',
+  ip: 'iproute2',
+  iptables: 'iptables',
+  'apt-get': 'apt',
+  'dpkg-deb': 'dpkg',
+};
+
+/** Fail (never skip) when a tool is missing, naming the packages to install. */
+export function requireVmTools(): void {
+  const missing = Object.entries(VM_TEST_TOOLS).filter(([tool]) => {
+    const r = spawnSync('sh', ['-c', 'command -v "$0"', tool], { encoding: 'utf8' });
+    return r.status !== 0 || !r.stdout.trim();
+  });
+  if (missing.length) {
+    throw new Error(
+      `missing ${missing.map(([t]) => t).join(', ')}: run "apt-get install ${[...new Set(missing.map(([, p]) => p))].join(' ')}"`,
+    );
+  }
+  if (process.getuid?.() !== 0) throw new Error('the VM tests create bridges and taps: run them as root');
+}
+
+/** The segment. */
+export class VmSegment {
+  readonly bridge: string;
+  readonly taps: string[] = [];
+  #rule = false;
+  #created = false;
+
+  constructor(
+    readonly tag: string,
+    /** Bridge address with prefix, e.g. 10.231.91.1/24. */
+    readonly hostCidr: string,
+    /** ULA address of the bridge with its /64, e.g. fd9a:231:91::1/64. */
+    readonly hostCidr6: string,
+  ) {
+    this.bridge = `stkib-${tag}`;
+  }
+
+  async create(): Promise<void> {
+    this.#created = true;
+    await $`ip link add ${this.bridge} type bridge`;
+    await $`ip addr add ${this.hostCidr} dev ${this.bridge}`;
+    // nodad: the address is usable at once (duplicate detection would delay dnsmasq's RAs)
+    await $`ip -6 addr add ${this.hostCidr6} dev ${this.bridge} nodad`;
+    await $`ip link set ${this.bridge} up`;
+    // dockerd loads br_netfilter and drops forwarded bridge traffic unless allowed here
+    const chain = await $({ nothrow: true, quiet: true })`iptables -n -L DOCKER-USER`;
+    if (chain.exitCode === 0) {
+      await $`iptables -I DOCKER-USER -i ${this.bridge} -o ${this.bridge} -j ACCEPT`;
+      this.#rule = true;
+    }
+  }
+
+  /** A new tap device on the bridge, for one QEMU NIC. */
+  async addTap(): Promise<string> {
+    const tap = `stkit${this.taps.length}-${this.tag}`;
+    this.taps.push(tap);
+    await $`ip tuntap add dev ${tap} mode tap`;
+    await $`ip link set ${tap} master ${this.bridge} up`;
+    return tap;
+  }
+
+  async destroy(): Promise<void> {
+    if (!this.#created) return;
+    for (const tap of this.taps) await $({ nothrow: true, quiet: true })`ip link del ${tap}`;
+    await $({ nothrow: true, quiet: true })`ip link del ${this.bridge}`;
+    if (this.#rule)
+      await $({ nothrow: true, quiet: true })`iptables -D DOCKER-USER -i ${this.bridge} -o ${this.bridge} -j ACCEPT`;
+  }
+}
