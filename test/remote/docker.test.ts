@@ -1,4 +1,4 @@
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -22,6 +22,12 @@ function requireDocker(): void {
     throw new Error('dockerd is not running: apt-get install docker.io, then start it with `dockerd &`');
   }
   if (!existsSync('/bin/busybox')) throw new Error('missing /bin/busybox: apt-get install busybox-static');
+  // NOTE: Debian's `busybox` package (which replaces busybox-static) is dynamically linked and
+  // cannot run alone in an image made of just that file.
+  const ldd = spawnSync('ldd', ['/bin/busybox'], { encoding: 'utf8' });
+  if (!/not a dynamic executable|statically linked/.test(`${ldd.stdout}${ldd.stderr}`)) {
+    throw new Error('/bin/busybox is dynamically linked: apt-get install busybox-static (it replaces busybox)');
+  }
 }
 
 function buildImage(): void {
