@@ -1,6 +1,7 @@
 import { Command, CommanderError } from 'commander';
 import { ExitCode, StackctlError, ValidationFailed, formatIssue } from '../core/errors.js';
 import { registerInventory } from './inventory.js';
+import { registerDeploy } from './deploy.js';
 import { registerImages } from './images.js';
 import { registerIpam } from './ipam.js';
 import { registerLab } from './lab.js';
@@ -27,6 +28,7 @@ export function buildProgram(): Command {
   registerSchema(program);
   registerNodes(program);
   registerRamdisk(registerImages(program));
+  registerDeploy(program);
   registerPxe(program);
   registerLabUp(registerLab(program));
   return program;

@@ -1,0 +1,181 @@
+import type { Command } from 'commander';
+import { ExitCode, InputError, UsageError } from '../core/errors.js';
+import { JsonLinesLog, formatEvent, type StackctlEvent } from '../core/events.js';
+import { executeDeploy, predict, type DeployReport, type StepRunner } from '../orchestrator/executor.js';
+import { countByClass, FAILURE_CLASSES } from '../orchestrator/failures.js';
+import { JournalFile, journalFileFor } from '../orchestrator/journal.js';
+import { parseSteps, planDeploy } from '../orchestrator/planner.js';
+import { openPool, remoteFor, type Remote } from '../remote/index.js';
+import { buildPlan } from '../roles/plan.js';
+import { loadAll } from './context.js';
+import { inventoryOptions, type CommonOpts } from './options.js';
+import { out, printIssues, table } from './output.js';
+import { runWithProgress } from './progress.js';
+
+/** Options of `stackctl deploy`. */
+export interface DeployOpts extends CommonOpts {
+  dryRun?: boolean;
+  resume?: boolean;
+  services?: string;
+  steps?: string;
+  concurrency?: string;
+  failureBudget?: string;
+  json?: boolean;
+}
+
+/** Side effects of the command (tests pass their own output sink). */
+export interface DeployCliDeps {
+  readonly write: (text: string) => void;
+  /** Draw listr2 progress (a terminal and not --json). */
+  readonly tty: boolean;
+}
+
+const defaultDeps = (): DeployCliDeps => ({ write: out, tty: Boolean(process.stdout.isTTY) });
+
+function positiveInt(text: string, what: string, min: number, max: number): number {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < min || n > max) {
+    throw new UsageError('E_OPTION', `${what} must be a whole number from ${min} to ${max}, not '${text}'`, {
+      hint: `For example ${what} ${min === 0 ? 0 : 4}.`,
+    });
+  }
+  return n;
+}
+
+/**
+ * `stackctl deploy`: converge the nodes to the plan, step by step. Returns
+ * the report (undefined for a dry run); sets process.exitCode on failure.
+ */
+export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps()): Promise<DeployReport | undefined> {
+  const all = loadAll(o);
+  if (!o.json) printIssues(all.warnings);
+  if (!all.secrets) {
+    throw new InputError('E_SECRETS_REQUIRED', `deploy needs the secrets file ${all.secretsFile}`, {
+      hint: `Run 'stackctl secrets generate -i ${o.inventory}' first: configs cannot be rendered with placeholders.`,
+    });
+  }
+  const concurrency = positiveInt(o.concurrency ?? '8', '--concurrency', 1, 256);
+  const budget = positiveInt(o.failureBudget ?? '0', '--failure-budget', 0, 100);
+  const { plan, rendered } = buildPlan({
+    inventory: all.loaded.inventory,
+    inventoryDigest: all.inventoryDigest,
+    catalog: all.catalog,
+    release: all.release,
+    addresses: all.allocation.addresses,
+    secrets: all.secrets.services,
+  });
+  const services = o.services
+    ?.split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  const deployPlan = planDeploy(plan, all.catalog, {
+    ...(services?.length ? { services } : {}),
+    ...(o.steps ? { steps: parseSteps(o.steps) } : {}),
+  });
+
+  // Docker and files over one SSH connection per node, to its provisioning address.
+  const pool = openPool(all.inventoryFile);
+  const remotes = new Map<string, Remote>();
+  const connect = (name: string): Remote => {
+    let r = remotes.get(name);
+    if (!r) {
+      const addresses = all.allocation.addresses.get(name) ?? {};
+      const address = addresses.provisioning ?? Object.values(addresses)[0];
+      if (!address) {
+        throw new InputError('E_NODE_ADDRESS', `node ${name} has no address to reach it by SSH`, {
+          hint: 'Give its role the provisioning network.',
+        });
+      }
+      remotes.set(name, (r = remoteFor(pool, { name, address })));
+    }
+    return r;
+  };
+  const t0 = Date.now();
+  try {
+    if (o.dryRun) {
+      const rows = await predict(deployPlan, { connect });
+      if (o.json) for (const r of rows) deps.write(JSON.stringify(r) + '\n');
+      else {
+        deps.write(
+          table(
+            ['STEP', 'NODE', 'OBJECT', 'NAME', 'ACTION', 'WHY'],
+            rows.map((r) => [String(r.step), r.node, r.object, r.name, r.action, r.detail || '-']),
+          ),
+        );
+        const n = rows.filter((r) => r.action !== 'unchanged' && r.action !== 'done').length;
+        deps.write(`dry run: ${n} change(s) predicted, nothing done (${((Date.now() - t0) / 1000).toFixed(1)} s)\n`);
+      }
+      return undefined;
+    }
+
+    const journal = new JournalFile(journalFileFor(all.inventoryFile), { resume: Boolean(o.resume) });
+    const log = new JsonLinesLog(all.inventoryFile.replace(/\.ya?ml$/, '') + '.events.jsonl');
+    const visible = deps.tty && !o.json;
+    const emit = (e: StackctlEvent): void => {
+      log.emit(e);
+      if (o.json) deps.write(JSON.stringify({ time: new Date().toISOString(), ...e }) + '\n');
+      else if (!visible) deps.write(formatEvent(e) + '\n');
+    };
+    if (!o.json && o.resume) {
+      const p = journal.previous;
+      deps.write(
+        p.run
+          ? `resuming run ${p.run}: ${p.done.size} side effect(s) done, ${p.pending.length} to re-check on the nodes\n`
+          : 'nothing to resume (the last run ended): deploying afresh\n',
+      );
+    }
+    for (const a of deployPlan.unsupported) {
+      if (!o.json) deps.write(`not yet performed by deploy: ${a.kind} ${a.service} on ${a.node}\n`);
+    }
+    const runner: StepRunner = visible
+      ? (tasks, n) => runWithProgress(tasks, n, true)
+      : async (tasks, n) => runWithProgress(tasks, n, false);
+    const report = await executeDeploy(
+      deployPlan,
+      { connect, rendered, journal, emit, runner, secret: (name) => all.secrets?.services.get(name) },
+      { concurrency, failureBudgetPercent: budget },
+    );
+    if (o.json) deps.write(JSON.stringify({ kind: 'deploy.report', ...report }) + '\n');
+    else deps.write(formatReport(report));
+    if (!report.ok) process.exitCode = ExitCode.REMOTE;
+    return report;
+  } finally {
+    for (const r of remotes.values()) await r.close();
+    await pool.close();
+  }
+}
+
+/** The end-of-run summary: timings, and failures by class with their task path and log. */
+export function formatReport(r: DeployReport): string {
+  let s = '';
+  for (const f of r.failures) {
+    s += `FAILED ${f.path} [${f.class}] ${f.code}: ${f.message}\n`;
+    if (f.hint) s += `  hint: ${f.hint}\n`;
+    if (f.log) s += `  last log lines:\n${f.log.replace(/^/gm, '    | ')}\n`;
+  }
+  if (r.aborted) {
+    s += `aborted after step ${r.aborted.step}`;
+    s += r.aborted.roles.length
+      ? `: failure budget exceeded by ${r.aborted.roles.map((t) => `${t.role} (${t.failed}/${t.nodes})`).join(', ')}\n`
+      : ': run-once work failed\n';
+  }
+  const counts = countByClass(r.failures);
+  const classes = FAILURE_CLASSES.filter((c) => counts[c] > 0).map((c) => `${counts[c]} ${c}`);
+  s += `deploy ${r.ok ? 'done' : 'FAILED'} in ${(r.ms / 1000).toFixed(1)} s: ${r.changes} change(s)`;
+  s += `${classes.length ? `, failures: ${classes.join(', ')}` : ''}; run ${r.run}\n`;
+  return s;
+}
+
+/** `stackctl deploy -i INV [--dry-run] [--resume] [--services a,b] [--steps 1-5] [--concurrency N] [--json]`. */
+export function registerDeploy(program: Command): void {
+  inventoryOptions(program.command('deploy'))
+    .description('deploy the plan onto the nodes in steps 1-5 (re-entrant; --dry-run shows what would change)')
+    .option('--dry-run', 'show per node and container what would be created, recreated (and why) or left alone')
+    .option('--resume', 'continue the last run after a crash, without repeating completed side effects')
+    .option('--services <list>', 'only these services, comma separated')
+    .option('--steps <range>', 'only these steps, e.g. 1-5, 2, 2,4')
+    .option('--concurrency <n>', 'nodes worked on at once within a step', '8')
+    .option('--failure-budget <percent>', "abort when a role's failed share of nodes exceeds this", '0')
+    .option('--json', 'JSON-lines events and report on stdout')
+    .action(async (o: DeployOpts) => void (await runDeploy(o)));
+}

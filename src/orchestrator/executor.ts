@@ -1,0 +1,705 @@
+/**
+ * The deploy executor: performs a DeployPlan on real nodes.
+ *
+ * - Steps are barriers: step N+1 starts when every node finished step N.
+ * - Within a step, nodes run in parallel under a concurrency limit, in two
+ *   phases: observe + pull on every node first (so a missing image fails the
+ *   step before any container of it was stopped), then apply.
+ * - A role's failed share of nodes is checked against the failure budget
+ *   after each phase; exceeding it aborts the deploy.
+ * - Every side effect is journaled before and after; the real state (labels,
+ *   file hashes, markers) decides what to do, so re-runs and `--resume` do
+ *   only what is left.
+ * - Run-once work (databases, bootstrap tasks) runs after the step's node
+ *   work on the service's bootstrap node, once per input hash.
+ */
+import { RemoteError, StackctlError, TimeoutError } from '../core/errors.js';
+import type { StackctlEvent } from '../core/events.js';
+import { mapLimit } from '../core/concurrency.js';
+import type { Secret } from '../core/secret.js';
+import type { ContainerEngine, ContainerInfo, ExecOptions, ExecResult, RemoteCommand } from '../remote/index.js';
+import type { UploadOptions, UploadSource } from '../remote/index.js';
+import { EffectKind, effectKey, type Effect, type JournalSink } from './journal.js';
+import { FailureClass, failureOf, rolesOverBudget, tallyRoles, type Failure, type RoleTally } from './failures.js';
+import type { ContainerWork, DeployPlan, DeployStep, NodeWork, RunOnceWork } from './planner.js';
+import {
+  ContainerAction,
+  MARKER_DIR,
+  LABEL,
+  containerSpec,
+  diffConfig,
+  diffContainer,
+  healthDeadlineMs,
+  parseSha256sum,
+  type ConfigDiff,
+  type ContainerDiff,
+} from './state.js';
+
+/** Tuning of the executor. */
+export const EXECUTOR_DEFAULTS = {
+  concurrency: 8,
+  /** Percent of a role's nodes that may fail in a step before the deploy aborts (exceeds = abort). */
+  failureBudgetPercent: 0,
+  /** Lines of a failed container's log carried in the report. */
+  logLines: 50,
+  /** Seconds a container gets to stop before it is killed. */
+  stopTimeoutS: 10,
+  /** Poll interval while waiting for health or a task. */
+  pollMs: 500,
+  /** Deadline of a run-once task container. */
+  taskTimeoutMs: 10 * 60_000,
+  /** Deadline of SSH commands that only read state. */
+  commandTimeoutMs: 30_000,
+} as const;
+
+/**
+ * How databases are created: in the database server's container, through the
+ * client config the plan rendered for it (root password inside, 0600), with
+ * the SQL on stdin, so no password is ever in an argv.
+ */
+export const DATABASE_SERVER = {
+  container: 'mariadb',
+  /** The rendered client.cnf as the container sees it (roles/services/mariadb.yaml mounts /etc/stackctl/mariadb there). */
+  clientConfig: '/etc/mysql/mariadb.conf.d/stackctl/client.cnf',
+  client: 'mariadb',
+} as const;
+
+/** What the executor needs of a node (the `Remote` facade fits). */
+export interface NodeAccess {
+  readonly node: string;
+  exec(command: RemoteCommand, opts: ExecOptions): Promise<ExecResult>;
+  readonly files: { upload(source: UploadSource, dest: string, opts?: UploadOptions): Promise<number> };
+  readonly docker: ContainerEngine;
+}
+
+/** One unit of per-node work, as a progress line. */
+export interface StepTask {
+  readonly title: string;
+  run(): Promise<string>;
+}
+
+/** Runs a phase's per-node tasks with at most `concurrency` at once; must not throw. */
+export type StepRunner = (tasks: readonly StepTask[], concurrency: number) => Promise<void>;
+
+/** The default runner: no display. */
+export const plainRunner: StepRunner = async (tasks, concurrency) => {
+  await mapLimit(tasks, concurrency, (t) => t.run().catch(() => ''));
+};
+
+/** Side effects of the executor (CONVENTIONS.md 8). */
+export interface ExecutorDeps {
+  /** A node's shell, files and Docker engine (one SSH connection). */
+  readonly connect: (node: string) => NodeAccess;
+  /** node -> dest -> rendered content (holds secrets; only uploaded). */
+  readonly rendered: ReadonlyMap<string, ReadonlyMap<string, string>>;
+  readonly journal: JournalSink;
+  readonly emit: (e: StackctlEvent) => void;
+  /** Service secrets by name (database passwords). */
+  readonly secret?: (name: string) => Secret | undefined;
+  readonly runner?: StepRunner;
+  readonly now?: () => number;
+  readonly sleep?: (ms: number) => Promise<void>;
+}
+
+/** Options of a deploy. */
+export interface ExecutorOptions {
+  readonly concurrency?: number;
+  readonly failureBudgetPercent?: number;
+}
+
+/** What a deploy did. */
+export interface DeployReport {
+  readonly ok: boolean;
+  readonly run: string;
+  readonly ms: number;
+  readonly steps: { readonly step: number; readonly ms: number; readonly nodes: number; readonly failed: number }[];
+  /** Side effects performed (not counting ones found already in place). */
+  readonly changes: number;
+  readonly failures: Failure[];
+  /** Set when the failure budget stopped the deploy. */
+  readonly aborted?: { readonly step: number; readonly roles: RoleTally[] };
+}
+
+/** One line of a dry run or of observed state. */
+export interface Prediction {
+  readonly step: number;
+  readonly node: string;
+  readonly object: 'container' | 'config' | 'task' | 'database';
+  readonly name: string;
+  /** create, recreate, start, unchanged, upload, run, done */
+  readonly action: string;
+  readonly detail: string;
+}
+
+/** A node's state against its work in one step. */
+interface Observed {
+  readonly containers: ContainerDiff[];
+  readonly configs: ConfigDiff[];
+}
+
+/** Container names of run-once task containers. */
+const taskContainerName = (w: Extract<RunOnceWork, { kind: 'task' }>): string => `stackctl-${w.service}-${w.name}`;
+const markerFile = (w: RunOnceWork): string => `${MARKER_DIR}/${w.service}.${w.kind}.${w.name}`;
+
+/** Read a node's state for the work of one step. */
+export async function observe(access: NodeAccess, work: NodeWork): Promise<Observed> {
+  const containers: ContainerDiff[] = [];
+  for (const c of work.containers) containers.push(diffContainer(c, await access.docker.inspectContainer(c.name)));
+  let sums = new Map<string, string>();
+  if (work.configs.length) {
+    const r = await access.exec(['sha256sum', '--', ...work.configs.map((c) => c.dest)], {
+      timeoutMs: EXECUTOR_DEFAULTS.commandTimeoutMs,
+    });
+    sums = parseSha256sum(r.stdout); // missing files only go to stderr
+  }
+  return { containers, configs: work.configs.map((c) => diffConfig(c, sums.get(c.dest))) };
+}
+
+/** The input hash recorded on the node for run-once work, if any. */
+async function markerOf(access: NodeAccess, w: RunOnceWork): Promise<string | undefined> {
+  const r = await access.exec(['cat', markerFile(w)], { timeoutMs: EXECUTOR_DEFAULTS.commandTimeoutMs });
+  return r.code === 0 ? r.stdout.trim() : undefined;
+}
+
+/** What a deploy would do, from real state; no side effects. */
+export async function predict(plan: DeployPlan, deps: Pick<ExecutorDeps, 'connect'>): Promise<Prediction[]> {
+  const out: Prediction[] = [];
+  for (const st of plan.steps) {
+    for (const nw of st.nodes) {
+      const o = await observe(deps.connect(nw.node), nw);
+      for (const c of o.configs)
+        out.push({
+          step: st.step,
+          node: nw.node,
+          object: 'config',
+          name: c.work.dest,
+          action: c.action,
+          detail: c.detail,
+        });
+      for (const c of o.containers)
+        out.push({
+          step: st.step,
+          node: nw.node,
+          object: 'container',
+          name: c.work.name,
+          action: c.action,
+          detail: c.changed.join(', '),
+        });
+    }
+    for (const w of st.runOnce) {
+      const done = (await markerOf(deps.connect(w.node), w)) === w.hash;
+      out.push({
+        step: st.step,
+        node: w.node,
+        object: w.kind,
+        name: `${w.service}/${w.name}`,
+        action: done ? 'done' : 'run',
+        detail: '',
+      });
+    }
+  }
+  return out;
+}
+
+/** The registry part of an image reference (`host:port` before the first slash), or Docker Hub. */
+function registryOf(image: string): string {
+  const first = image.split('/')[0]!;
+  return image.includes('/') && /[.:]/.test(first) ? first : 'docker.io';
+}
+
+/** Internal: a failure already classified, thrown to unwind a node's work. */
+class ClassifiedFailure extends Error {
+  constructor(readonly failure: Failure) {
+    super(failure.message);
+  }
+}
+
+/** Perform the deploy. Never throws for node failures: they are in the report. */
+export async function executeDeploy(
+  plan: DeployPlan,
+  deps: ExecutorDeps,
+  opts: ExecutorOptions = {},
+): Promise<DeployReport> {
+  const now = deps.now ?? Date.now;
+  const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
+  const runner = deps.runner ?? plainRunner;
+  const concurrency = opts.concurrency ?? EXECUTOR_DEFAULTS.concurrency;
+  const budget = opts.failureBudgetPercent ?? EXECUTOR_DEFAULTS.failureBudgetPercent;
+  const { journal, emit } = deps;
+  const t0 = now();
+  const failures: Failure[] = [];
+  const steps: DeployReport['steps'] = [];
+  const deadNodes = new Set<string>(); // failed in an earlier step (within the budget): skipped afterwards
+  const pending = new Map(journal.previous.pending.map((e) => [effectKey(e), e]));
+  let changes = 0;
+  let aborted: DeployReport['aborted'];
+
+  const fail = (f: Failure): void => {
+    failures.push(f);
+    emit({ kind: 'deploy.failure', step: f.step, path: f.path, code: f.code, message: f.message, class: f.class });
+  };
+
+  /** Record an effect found already in place when a killed run had only announced it. */
+  const verifyPending = (e: Effect): void => {
+    const k = effectKey(e);
+    if (!pending.has(k)) return;
+    pending.delete(k);
+    journal.record('done', e, true);
+  };
+
+  /** Journal around one side effect. */
+  const effect = async <T>(e: Effect, act: () => Promise<T>): Promise<T> => {
+    pending.delete(effectKey(e));
+    journal.record('intent', e);
+    try {
+      const r = await act();
+      journal.record('done', e);
+      changes++;
+      return r;
+    } catch (err) {
+      journal.record('failed', e);
+      throw err;
+    }
+  };
+
+  const change = (step: number, node: string, object: string, name: string, action: string, detail = '', ms = 0) =>
+    emit({ kind: 'deploy.change', step, node, object, name, action, detail, ms });
+
+  const logTail = async (docker: ContainerEngine, name: string): Promise<string> => {
+    try {
+      const l = await docker.logs(name, { tail: EXECUTOR_DEFAULTS.logLines });
+      return (l.stdout + l.stderr)
+        .split('\n')
+        .slice(-EXECUTOR_DEFAULTS.logLines - 1)
+        .join('\n');
+    } catch {
+      return '(log unavailable)';
+    }
+  };
+
+  /** Wait for health: Docker's status, or the healthcheck command run by us (Docker waits a whole interval first). */
+  const waitHealthy = async (access: NodeAccess, w: ContainerWork): Promise<void> => {
+    const deadline = now() + healthDeadlineMs(w);
+    const hc = w.definition.healthcheck;
+    const startedAt = now();
+    for (;;) {
+      const info: ContainerInfo | undefined = await access.docker.inspectContainer(w.name);
+      // A restart policy turns an exit into 'restarting': a restart since our start is a failure as well.
+      const exited = !info || ['exited', 'dead', 'restarting'].includes(info.state.status) || info.restartCount > 0;
+      if (exited) {
+        throw new RemoteError(
+          'E_CONTAINER_EXITED',
+          `${w.node}: container ${w.name} ${info ? `exited with ${info.state.exitCode}` : 'disappeared'} after start`,
+          { hint: 'Its log below says why; fix the service file or template and deploy again.' },
+        );
+      }
+      if (info.state.health === 'healthy') return;
+      if (info.state.running) {
+        if (hc) {
+          const r = await access.docker
+            .exec(w.name, hc.test, { timeoutMs: (hc.timeout_s ?? 5) * 1000 })
+            .catch(() => ({ code: -1 }));
+          if (r.code === 0) return;
+        } else if (now() - startedAt >= 2000) return; // no healthcheck: still running after 2 s
+      }
+      if (now() > deadline) {
+        throw new TimeoutError(
+          'E_HEALTH_TIMEOUT',
+          `${w.node}: container ${w.name} not healthy within ${Math.round(healthDeadlineMs(w) / 1000)} s`,
+          { hint: 'The container was left running for inspection; its log below says why.' },
+        );
+      }
+      await sleep(EXECUTOR_DEFAULTS.pollMs);
+    }
+  };
+
+  /** Phase A: observe and pull; nothing is stopped here. */
+  const prepareNode = async (st: DeployStep, nw: NodeWork): Promise<Observed> => {
+    const access = deps.connect(nw.node);
+    const o = await observe(access, nw);
+    for (const c of o.configs) if (c.action === 'unchanged') verifyPending(uploadEffect(c));
+    for (const c of o.containers) {
+      if (c.action === ContainerAction.UNCHANGED || c.action === ContainerAction.START)
+        verifyPending(containerEffect(EffectKind.CREATE, c.work));
+      if (c.action === ContainerAction.UNCHANGED) verifyPending(containerEffect(EffectKind.START, c.work));
+    }
+    const images = [
+      ...new Set([
+        ...o.containers
+          .filter((c) => c.action === ContainerAction.CREATE || c.action === ContainerAction.RECREATE)
+          .map((c) => c.work.image),
+        ...nw.images,
+      ]),
+    ];
+    for (const image of images) {
+      const e: Effect = { kind: EffectKind.PULL, node: nw.node, target: image, hash: image };
+      if (await access.docker.imageExists(image)) {
+        verifyPending(e);
+        continue;
+      }
+      const t = now();
+      try {
+        await effect(e, () => access.docker.pullImage(image));
+      } catch (err) {
+        throw new ClassifiedFailure(
+          failureOf(
+            new RemoteError(
+              'E_IMAGE_PULL',
+              `${nw.node}: cannot pull ${image} from registry ${registryOf(image)}: ${err instanceof Error ? err.message : String(err)}`,
+              {
+                hint: `Push it first (stackctl images push), and check that ${nw.node} reaches ${registryOf(image)}. Nothing was stopped.`,
+              },
+            ),
+            { step: st.step, node: nw.node, path: `step ${st.step}/${nw.node}/pull ${image}` },
+            FailureClass.RETRYABLE,
+          ),
+        );
+      }
+      change(st.step, nw.node, 'image', image, 'pulled', registryOf(image), now() - t);
+    }
+    return o;
+  };
+
+  const uploadEffect = (c: ConfigDiff): Effect => ({
+    kind: EffectKind.UPLOAD,
+    node: c.work.node,
+    target: c.work.dest,
+    hash: c.work.sha256,
+  });
+  const containerEffect = (kind: EffectKind, w: ContainerWork): Effect => ({
+    kind,
+    node: w.node,
+    target: w.name,
+    hash: w.hash,
+  });
+
+  /** Phase B: configs, then containers in service order. */
+  const applyNode = async (st: DeployStep, nw: NodeWork, o: Observed): Promise<string> => {
+    const access = deps.connect(nw.node);
+    const where = (what: string) => ({ step: st.step, node: nw.node, path: `step ${st.step}/${nw.node}/${what}` });
+    let n = 0;
+    for (const c of o.configs) {
+      if (c.action === 'unchanged') continue;
+      const data = deps.rendered.get(nw.node)?.get(c.work.dest);
+      if (data === undefined) {
+        throw new ClassifiedFailure(
+          failureOf(
+            new StackctlError('E_RENDERED_MISSING', `${nw.node}: no rendered content for ${c.work.dest}`, {
+              hint: 'This is a bug: the plan lists the file but did not render it.',
+            }),
+            where(`config ${c.work.dest}`),
+            FailureClass.RETRYABLE,
+          ),
+        );
+      }
+      const t = now();
+      try {
+        await effect(uploadEffect(c), () =>
+          access.files.upload({ data }, c.work.dest, { mode: parseInt(c.work.mode, 8) }),
+        );
+      } catch (err) {
+        // The upload is atomic: the old file (if any) is still in place.
+        throw new ClassifiedFailure(failureOf(err, where(`config ${c.work.dest}`), FailureClass.RETRYABLE));
+      }
+      n++;
+      change(st.step, nw.node, 'config', c.work.dest, 'uploaded', c.detail, now() - t);
+    }
+    for (const c of o.containers) {
+      const w = c.work;
+      if (c.action === ContainerAction.UNCHANGED) {
+        change(st.step, nw.node, 'container', w.name, 'unchanged');
+        continue;
+      }
+      const t = now();
+      if (c.action === ContainerAction.RECREATE) {
+        try {
+          await effect(
+            { kind: EffectKind.REMOVE, node: nw.node, target: w.name, hash: c.currentHash ?? 'unlabelled' },
+            async () => {
+              await access.docker.stopContainer(w.name, { timeoutS: EXECUTOR_DEFAULTS.stopTimeoutS });
+              await access.docker.removeContainer(w.name, { force: true });
+            },
+          );
+        } catch (err) {
+          throw new ClassifiedFailure(failureOf(err, where(`${w.name}/remove`), FailureClass.HARD));
+        }
+      }
+      if (c.action !== ContainerAction.START) {
+        try {
+          await effect(containerEffect(EffectKind.CREATE, w), () =>
+            access.docker.createContainer(containerSpec(plan.cloud, w)),
+          );
+        } catch (err) {
+          throw new ClassifiedFailure(failureOf(err, where(`${w.name}/create`), FailureClass.RETRYABLE));
+        }
+      }
+      try {
+        await effect(containerEffect(EffectKind.START, w), () => access.docker.startContainer(w.name));
+      } catch (err) {
+        // Undo the create, so the next run starts from a clean slate.
+        const log = await logTail(access.docker, w.name);
+        const rolledBack = await access.docker.removeContainer(w.name, { force: true }).then(
+          () => true,
+          () => false,
+        );
+        throw new ClassifiedFailure(
+          failureOf(
+            err,
+            where(`${w.name}/start`),
+            rolledBack ? FailureClass.ROLLED_BACK : FailureClass.ROLLBACK_FAILED,
+            log,
+          ),
+        );
+      }
+      try {
+        await waitHealthy(access, w);
+      } catch (err) {
+        throw new ClassifiedFailure(
+          failureOf(err, where(`${w.name}/health`), FailureClass.HARD, await logTail(access.docker, w.name)),
+        );
+      }
+      n++;
+      const action = { create: 'created', recreate: 'recreated', start: 'started' }[c.action];
+      change(st.step, nw.node, 'container', w.name, action, c.changed.join(', '), now() - t);
+    }
+    return n ? `${n} change(s)` : 'unchanged';
+  };
+
+  /** Run-once work on the bootstrap node. */
+  const runOnce = async (st: DeployStep, w: RunOnceWork): Promise<void> => {
+    const access = deps.connect(w.node);
+    const e: Effect = {
+      kind: w.kind === 'task' ? EffectKind.TASK : EffectKind.DATABASE,
+      node: w.node,
+      target: `${w.service}/${w.name}`,
+      hash: w.hash,
+    };
+    if ((await markerOf(access, w)) === w.hash) {
+      verifyPending(e);
+      change(st.step, w.node, w.kind, `${w.service}/${w.name}`, 'unchanged');
+      return;
+    }
+    const where = { step: st.step, node: w.node, path: `step ${st.step}/${w.node}/${w.kind} ${w.service}/${w.name}` };
+    const t = now();
+    try {
+      await effect(e, async () => {
+        if (w.kind === 'task') await runTask(access, w);
+        else await createDatabase(access, w, deps.secret);
+        const marker = markerFile(w);
+        await access.exec(
+          [
+            'sh',
+            '-c',
+            'mkdir -p "$1" && printf "%s\\n" "$2" > "$3.tmp" && mv "$3.tmp" "$3"',
+            'sh',
+            MARKER_DIR,
+            w.hash,
+            marker,
+          ],
+          { timeoutMs: EXECUTOR_DEFAULTS.commandTimeoutMs },
+        );
+      });
+    } catch (err) {
+      const log = err instanceof TaskFailed ? err.log : undefined;
+      throw new ClassifiedFailure(failureOf(err, where, FailureClass.HARD, log));
+    }
+    change(st.step, w.node, w.kind, `${w.service}/${w.name}`, 'ran', '', now() - t);
+  };
+
+  /** A one-shot container from the task's borrowed container definition. */
+  const runTask = async (access: NodeAccess, w: Extract<RunOnceWork, { kind: 'task' }>): Promise<void> => {
+    const name = taskContainerName(w);
+    const base = containerSpec(plan.cloud, w.container);
+    await access.docker.removeContainer(name, { force: true }); // a leftover of a killed run
+    const { healthcheck: _h, ...rest } = base;
+    await access.docker.createContainer({
+      ...rest,
+      name,
+      command: w.command,
+      restart: 'no',
+      labels: { [LABEL.cloud]: plan.cloud, [LABEL.service]: w.service, [LABEL.hash]: w.hash },
+    });
+    await access.docker.startContainer(name);
+    const deadline = now() + EXECUTOR_DEFAULTS.taskTimeoutMs;
+    for (;;) {
+      const info = await access.docker.inspectContainer(name);
+      if (!info?.state.running) {
+        const code = info?.state.exitCode ?? -1;
+        if (code !== 0) {
+          const log = await logTail(access.docker, name);
+          await access.docker.removeContainer(name, { force: true }).catch(() => undefined);
+          throw new TaskFailed(`${w.node}: task ${w.service}/${w.name} exited with ${code}`, log);
+        }
+        break;
+      }
+      if (now() > deadline) {
+        const log = await logTail(access.docker, name);
+        throw new TaskFailed(`${w.node}: task ${w.service}/${w.name} still runs after its deadline`, log);
+      }
+      await sleep(EXECUTOR_DEFAULTS.pollMs);
+    }
+    await access.docker.removeContainer(name, { force: true });
+  };
+
+  /** Record a node's phase failure. */
+  const onNodeError = (st: DeployStep, nw: NodeWork, failed: Set<string>, err: unknown, what: string): void => {
+    failed.add(nw.node);
+    fail(
+      err instanceof ClassifiedFailure
+        ? err.failure
+        : failureOf(
+            err,
+            { step: st.step, node: nw.node, path: `step ${st.step}/${nw.node}/${what}` },
+            FailureClass.HARD,
+          ),
+    );
+  };
+
+  for (const st of plan.steps) {
+    const ts = now();
+    const nodes = st.nodes.filter((n) => !deadNodes.has(n.node));
+    emit({
+      kind: 'deploy.step',
+      step: st.step,
+      title: st.title,
+      phase: 'start',
+      nodes: nodes.length,
+      failed: 0,
+      ms: 0,
+    });
+    const failed = new Set<string>();
+    const observed = new Map<string, Observed>();
+    await runner(
+      nodes.map((nw) => ({
+        title: `step ${st.step} ${nw.node}: check state, pull images`,
+        run: async () => {
+          try {
+            const o = await prepareNode(st, nw);
+            observed.set(nw.node, o);
+            return 'ready';
+          } catch (err) {
+            onNodeError(st, nw, failed, err, 'prepare');
+            throw err;
+          }
+        },
+      })),
+      concurrency,
+    );
+    const over = (): RoleTally[] => rolesOverBudget(tallyRoles(nodes, failed), budget);
+    if (over().length === 0) {
+      await runner(
+        nodes
+          .filter((nw) => observed.has(nw.node))
+          .map((nw) => ({
+            title: `step ${st.step} ${nw.node}: ${nw.containers.map((c) => c.name).join(', ') || 'configs'}`,
+            run: async () => {
+              try {
+                return await applyNode(st, nw, observed.get(nw.node)!);
+              } catch (err) {
+                onNodeError(st, nw, failed, err, 'apply');
+                throw err;
+              }
+            },
+          })),
+        concurrency,
+      );
+    }
+    let runOnceFailed = false;
+    if (over().length === 0) {
+      for (const w of st.runOnce) {
+        try {
+          await runOnce(st, w);
+        } catch (err) {
+          fail(
+            err instanceof ClassifiedFailure
+              ? err.failure
+              : failureOf(
+                  err,
+                  { step: st.step, node: w.node, path: `step ${st.step}/${w.node}/${w.name}` },
+                  FailureClass.HARD,
+                ),
+          );
+          runOnceFailed = true;
+          break; // later run-once work depends on earlier (db_sync needs the database)
+        }
+      }
+    }
+    for (const n of failed) deadNodes.add(n);
+    const ms = now() - ts;
+    steps.push({ step: st.step, ms, nodes: nodes.length, failed: failed.size });
+    emit({
+      kind: 'deploy.step',
+      step: st.step,
+      title: st.title,
+      phase: 'end',
+      nodes: nodes.length,
+      failed: failed.size,
+      ms,
+    });
+    const roles = over();
+    if (roles.length || runOnceFailed) {
+      aborted = { step: st.step, roles };
+      break;
+    }
+  }
+  const ok = failures.length === 0;
+  journal.end(ok);
+  return { ok, run: journal.run, ms: now() - t0, steps, changes, failures, ...(aborted ? { aborted } : {}) };
+}
+
+/** A task container that failed, with the end of its log. */
+class TaskFailed extends RemoteError {
+  constructor(
+    message: string,
+    readonly log: string,
+  ) {
+    super('E_TASK_FAILED', message, { hint: 'The task log below says why; fix it and deploy again (or --resume).' });
+  }
+}
+
+/** SQL string literal (single quotes, backslashes escaped). */
+function sqlString(v: string): string {
+  return `'${v.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
+}
+
+/** Create a database and its user; the SQL (with the password) goes over stdin. */
+async function createDatabase(
+  access: NodeAccess,
+  w: Extract<RunOnceWork, { kind: 'database' }>,
+  secret: ExecutorDeps['secret'],
+): Promise<void> {
+  const pw = secret?.(w.passwordSecret);
+  if (!pw) {
+    throw new StackctlError('E_SECRET_MISSING', `secret '${w.passwordSecret}' (database ${w.name}) is missing`, {
+      hint: "Run 'stackctl secrets generate' for this inventory.",
+    });
+  }
+  const user = sqlString(w.user);
+  const sql = [
+    `CREATE DATABASE IF NOT EXISTS \`${w.name}\`;`,
+    `CREATE USER IF NOT EXISTS ${user}@'%' IDENTIFIED BY ${sqlString(pw.reveal())};`,
+    `ALTER USER ${user}@'%' IDENTIFIED BY ${sqlString(pw.reveal())};`,
+    `GRANT ALL PRIVILEGES ON \`${w.name}\`.* TO ${user}@'%';`,
+    'FLUSH PRIVILEGES;',
+  ].join('\n');
+  const r = await access.exec(
+    [
+      'docker',
+      'exec',
+      '-i',
+      DATABASE_SERVER.container,
+      DATABASE_SERVER.client,
+      `--defaults-extra-file=${DATABASE_SERVER.clientConfig}`,
+    ],
+    { timeoutMs: EXECUTOR_DEFAULTS.commandTimeoutMs, stdin: sql + '\n' },
+  );
+  // A syntax error quotes the SQL near it, which may hold the password.
+  let redacted = r.stderr;
+  for (const v of [pw.reveal(), sqlString(pw.reveal()).slice(1, -1)]) redacted = redacted.split(v).join('<redacted>');
+  redacted = redacted.trim().slice(-400);
+  if (r.code !== 0) {
+    throw new RemoteError('E_DATABASE_CREATE', `${access.node}: creating database ${w.name} failed: ${redacted}`, {
+      hint: `Is ${DATABASE_SERVER.container} running and healthy on ${access.node}? See its log.`,
+    });
+  }
+}
