@@ -223,12 +223,10 @@ class StreamAgent extends http.Agent {
     );
     return undefined;
   }
-  override keepSocketAlive(): boolean {
-    return true; // the default calls net.Socket methods an SSH channel lacks
-  }
-  override reuseSocket(): void {
-    // the default calls socket.ref(), which an SSH channel lacks
-  }
+  // NOTE: keepSocketAlive and reuseSocket keep Node's defaults. They call net.Socket methods
+  // (setKeepAlive, unref, ref) that withSocketMethods supplies, and the default reuseSocket
+  // also removes the error listener the agent put on the idle channel; replacing it with a
+  // no-op left one listener behind per reuse.
 }
 
 /** http calls a few net.Socket methods on its sockets; an SSH channel needs them as no-ops. */
