@@ -56,7 +56,7 @@ export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps
   }
   const concurrency = positiveInt(o.concurrency ?? '8', '--concurrency', 1, 256);
   const budget = positiveInt(o.failureBudget ?? '0', '--failure-budget', 0, 100);
-  const { plan, rendered } = buildPlan({
+  const { effective: plan, rendered } = buildPlan({
     inventory: all.loaded.inventory,
     inventoryDigest: all.inventoryDigest,
     catalog: all.catalog,

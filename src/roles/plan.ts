@@ -97,10 +97,25 @@ export interface Plan {
 
 /** The plan plus what must never be printed. */
 export interface PlanResult {
+  /**
+   * The printable plan. Its config and container hashes are computed with every secret
+   * replaced by a placeholder, so equal inputs print equal plans on any machine, whatever
+   * secrets each generated.
+   */
   readonly plan: Plan;
+  /**
+   * The same plan with hashes of the configs as they really are (secrets in): what a
+   * deploy compares with the nodes, so that a rotated password recreates its containers.
+   * Equal to `plan` when there is no secrets file.
+   */
+  readonly effective: Plan;
   /** node -> dest path -> rendered file content (contains secrets). */
   readonly rendered: ReadonlyMap<string, ReadonlyMap<string, string>>;
 }
+
+/** Stands for a secret in the printable rendering; replaced by the value in the real one. */
+const placeholder = (name: string): string => `<secret:${name}>`;
+const PLACEHOLDER = /<secret:([a-z][a-z0-9_]*)>/g;
 
 const key = (service: string): string => service.replace(/-/g, '_');
 
@@ -184,12 +199,13 @@ export function buildPlan(input: PlanInput): PlanResult {
     return (first && input.addresses.get(first)?.[net]) ?? '';
   };
 
-  // Secrets for templates: values, or placeholders when there is no secrets file.
+  // Templates render with placeholders; the real files get the values substituted afterwards.
+  const secretPlaceholders: Record<string, string> = {};
   const secretValues: Record<string, string> = {};
   for (const svc of usedServices) {
     for (const s of svc.secrets ?? []) {
-      if (!input.secrets) secretValues[s.name] = `<secret:${s.name}>`;
-      else {
+      secretPlaceholders[s.name] = placeholder(s.name);
+      if (input.secrets) {
         const v = input.secrets.get(s.name);
         if (!v) {
           throw new InputError(
@@ -261,56 +277,71 @@ export function buildPlan(input: PlanInput): PlanResult {
     api: endpointBase,
     hosts,
     frontends,
-    secrets: secretValues,
+    secrets: secretPlaceholders,
   };
+  const reveal = (text: string): string =>
+    input.secrets ? text.replace(PLACEHOLDER, (m, name: string) => secretValues[name] ?? m) : text;
 
   const rendered = new Map<string, Map<string, string>>();
+  const effectiveNodes: PlanNode[] = [];
   const nodes: PlanNode[] = inv.nodes.map((node) => {
     const addresses = sortRecord(input.addresses.get(node.name) ?? {});
     const svcs = nodeServices.get(node.name)!;
     const files = new Map<string, string>();
-    const configs: PlanConfig[] = [];
-    const containers: PlanContainer[] = [];
+    // Two views of the same node: printable (placeholder hashes) and effective (real hashes).
+    // Without secrets both views are the same: build one.
+    const views = Array.from({ length: input.secrets ? 2 : 1 }, () => ({
+      configs: [] as PlanConfig[],
+      containers: [] as PlanContainer[],
+    }));
     const ctx = {
       ...sharedContext,
       node: { name: node.name, role: node.role, fqdn: `${node.name}.${sharedContext.cloud.domain}`, ip: addresses },
     };
     for (const svc of svcs) {
-      const svcConfigs: { dest: string; hash: string; containers?: readonly string[] }[] = [];
+      const svcConfigs: { dest: string; hashes: [string, string]; containers?: readonly string[] }[] = [];
       for (const cfg of svc.config ?? []) {
-        const text = catalog.templates.get(cfg.template)!({
+        const printable = catalog.templates.get(cfg.template)!({
           ...ctx,
           service: { name: svc.name, bootstrap: bootstrap.get(svc.name) === node.name },
         });
-        const hash = sha256(text);
+        const text = reveal(printable);
+        const printableHash = sha256(printable);
+        const hashes: [string, string] = [printableHash, text === printable ? printableHash : sha256(text)];
         files.set(cfg.dest, text);
-        configs.push({ service: svc.name, dest: cfg.dest, mode: cfg.mode ?? '0640', sha256: hash });
-        svcConfigs.push({ dest: cfg.dest, hash, ...(cfg.containers ? { containers: cfg.containers } : {}) });
+        views.forEach((v, i) =>
+          v.configs.push({ service: svc.name, dest: cfg.dest, mode: cfg.mode ?? '0640', sha256: hashes[i]! }),
+        );
+        svcConfigs.push({ dest: cfg.dest, hashes, ...(cfg.containers ? { containers: cfg.containers } : {}) });
       }
       for (const c of svc.containers) {
         const image = imageRef(release, c.image, registry)!;
-        const reads = svcConfigs
-          .filter((f) => !f.containers || f.containers.includes(c.name))
-          .map((f) => [f.dest, f.hash]);
-        containers.push({
-          name: c.name,
-          service: svc.name,
-          step: svc.step,
-          image,
-          hash: containerHash(image, c, reads),
-        });
+        const reads = svcConfigs.filter((f) => !f.containers || f.containers.includes(c.name));
+        views.forEach((v, i) =>
+          v.containers.push({
+            name: c.name,
+            service: svc.name,
+            step: svc.step,
+            image,
+            hash: containerHash(
+              image,
+              c,
+              reads.map((f) => [f.dest, f.hashes[i]!]),
+            ),
+          }),
+        );
       }
     }
     rendered.set(node.name, files);
-    return {
+    const base = {
       name: node.name,
       role: node.role,
       bmc: node.bmc.address,
       addresses,
-      services: svcs.map((s) => s.name),
-      containers,
-      configs,
+      services: svcs.map((x) => x.name),
     };
+    if (views[1]) effectiveNodes.push({ ...base, ...views[1] });
+    return { ...base, ...views[0]! };
   });
 
   const services: PlanService[] = usedServices.map((svc) => ({
@@ -339,7 +370,10 @@ export function buildPlan(input: PlanInput): PlanResult {
     services,
     steps,
   };
-  return { plan, rendered };
+  const effective: Plan = input.secrets
+    ? { ...plan, nodes: effectiveNodes, steps: buildSteps(effectiveNodes, usedServices, bootstrap) }
+    : plan;
+  return { plan, effective, rendered };
 }
 
 function buildSteps(

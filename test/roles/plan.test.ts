@@ -84,7 +84,7 @@ describe('the plan', () => {
 
   it('renders configs with the secrets but shows only hashes', () => {
     const text = generateInventoryYaml({ controllers: 1, computes: 1 });
-    const { plan, rendered } = planFor(
+    const { plan, effective, rendered } = planFor(
       text,
       allSecrets((n) => `value-of-${n}`),
     );
@@ -95,7 +95,10 @@ describe('the plan', () => {
     expect(nova).not.toContain('nova_db_password');
     expect(nova).not.toContain('[database]');
     expect(planToJson(plan)).not.toContain('value-of-');
-    expect(plan.nodes[1]!.configs[0]!.sha256).toBe(sha256(nova));
+    // The deploy compares the real file; the printed plan hashes the file with placeholders.
+    expect(effective.nodes[1]!.configs[0]!.sha256).toBe(sha256(nova));
+    expect(plan.nodes[1]!.configs[0]!.sha256).toBe(planFor(text).plan.nodes[1]!.configs[0]!.sha256);
+    expect(planToJson(effective)).not.toContain('value-of-');
   });
 
   it('changes the hash of exactly the containers whose inputs changed', () => {
@@ -103,11 +106,11 @@ describe('the plan', () => {
     const a = planFor(
       text,
       allSecrets((n) => `v1-${n}`),
-    ).plan;
+    ).effective;
     const b = planFor(
       text,
       allSecrets((n) => (n === 'glance_db_password' ? 'v2' : `v1-${n}`)),
-    ).plan;
+    ).effective;
     const hashes = (p: typeof a) =>
       Object.fromEntries(p.nodes.flatMap((n) => n.containers.map((c) => [`${n.name}/${c.name}`, c.hash])));
     const ha = hashes(a);
@@ -143,5 +146,19 @@ describe('the plan', () => {
       expect(same.addresses).toEqual(node.addresses);
       if (node.role === 'Compute') expect(same).toEqual(node);
     }
+  });
+
+  it('prints the same plan whatever secrets each machine generated', () => {
+    const text = generateInventoryYaml({ controllers: 1, computes: 1 });
+    const one = planFor(
+      text,
+      allSecrets((n) => `machine-one-${n}`),
+    );
+    const two = planFor(
+      text,
+      allSecrets((n) => `machine-two-${n}`),
+    );
+    expect(planToJson(one.plan)).toBe(planToJson(two.plan));
+    expect(planToJson(one.effective)).not.toBe(planToJson(two.effective));
   });
 });

@@ -48,7 +48,7 @@ describe('stackctl deploy: MariaDB single node on lab container nodes', () => {
   it("creates a service's database and user at step 3 on the bootstrap node, once", async () => {
     // The keystone database without Keystone's own tasks: the database action alone.
     const all = loadAll({ inventory: lab.inventory });
-    const { plan, rendered } = buildPlan({
+    const { effective: plan, rendered } = buildPlan({
       inventory: all.loaded.inventory,
       inventoryDigest: all.inventoryDigest,
       catalog: all.catalog,
