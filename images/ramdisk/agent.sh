@@ -115,9 +115,8 @@ network_up() {
 cpu_json() {
   count=$(grep -c '^processor' /proc/cpuinfo)
   model=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -n 1)
-  # NOTE: the report schema has no CPU model field yet; it goes to the console only
   log "CPUs: $count x ${model:-unknown model}"
-  printf '{"count":%s,"arch":%s}' "${count:-1}" "$(json_str "$(uname -m)")"
+  printf '{"count":%s,"arch":%s%s}' "${count:-1}" "$(json_str "$(uname -m)")" "$(opt_str model "$model")"
 }
 
 # Installed memory in MiB: online memory blocks times their size, which is
@@ -176,10 +175,11 @@ nics_json() {
   printf '['
   for nic in $(physical_nics); do
     mac=$(attr "/sys/class/net/$nic/address")
-    # NOTE: link state goes to the console only: the report schema has no field for it yet
-    log "NIC $nic: $mac, link $(attr "/sys/class/net/$nic/operstate")"
+    link=$(attr "/sys/class/net/$nic/operstate")
+    log "NIC $nic: $mac, link $link"
     printf '%s{"name":%s,"mac":%s' "$sep" "$(json_str "$nic")" "$(json_str "$mac")"
     opt_str ipv4 "$(cat "$WORK/ipv4.$nic" 2>/dev/null)"
+    opt_str link "$link"
     printf '}'
     sep=,
   done

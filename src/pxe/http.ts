@@ -29,7 +29,14 @@ const closed = { additionalProperties: false } as const;
 /** What the inspection ramdisk reports about the machine. */
 export const IntrospectionSchema = Type.Object(
   {
-    cpu: Type.Object({ count: Type.Integer({ minimum: 1 }), arch: Type.String({ minLength: 1 }) }, closed),
+    cpu: Type.Object(
+      {
+        count: Type.Integer({ minimum: 1 }),
+        arch: Type.String({ minLength: 1 }),
+        model: Type.Optional(Type.String({ maxLength: 256 })),
+      },
+      closed,
+    ),
     memory_mib: Type.Integer({ minimum: 1 }),
     disks: Type.Array(
       Type.Object(
@@ -53,6 +60,8 @@ export const IntrospectionSchema = Type.Object(
           name: Type.String({ minLength: 1 }),
           mac: Type.String({ pattern: '^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$' }),
           ipv4: Type.Optional(Type.String()),
+          /** The kernel's operstate: up, down, unknown, dormant, lowerlayerdown, ... */
+          link: Type.Optional(Type.String({ pattern: '^[a-z]{1,32}$' })),
         },
         closed,
       ),
