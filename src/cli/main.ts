@@ -7,6 +7,7 @@ import { registerIpam } from './ipam.js';
 import { registerLab } from './lab.js';
 import { registerLabUp } from './lab-up.js';
 import { registerNodes } from './nodes.js';
+import { registerOpenrc } from './openrc.js';
 import { registerPlan } from './plan.js';
 import { registerPxe } from './pxe.js';
 import { registerRamdisk } from './ramdisk.js';
@@ -29,6 +30,7 @@ export function buildProgram(): Command {
   registerNodes(program);
   registerRamdisk(registerImages(program));
   registerDeploy(program);
+  registerOpenrc(program);
   registerPxe(program);
   registerLabUp(registerLab(program));
   return program;

@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { ExitCode } from '../../src/core/errors.js';
 import { copyInventory, runCli } from '../helpers/cli.js';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
+import { loadSecrets } from '../../src/inventory/secrets.js';
 
 describe('the stackctl command line', () => {
   it('exits 2 on wrong usage, saying what is missing', async () => {
@@ -34,5 +36,29 @@ describe('the stackctl command line', () => {
     expect(r.stdout).toMatch(/^NODE\s+ROLE\s+EXTERNAL\s+INTERNAL_API\s+PROVISIONING\s+TENANT\s+SERVICES$/m);
     expect(r.stdout).toMatch(/^ctl-0\s+Controller\s+10\.0\.0\.10\s+172\.17\.0\.11/m);
     expect(r.stdout).toMatch(/^3\s+bootstrap: databases, users, schema migrations\s+\d+/m);
+  });
+});
+
+describe('stackctl openrc', () => {
+  it('writes the admin credentials file with mode 0600 and prints no password', async () => {
+    const inv = copyInventory('lab.yaml');
+    expect((await runCli('openrc', '-i', inv)).code).toBe(4); // no secrets yet
+    await runCli('secrets', 'generate', '-i', inv);
+    const r = await runCli('openrc', '-i', inv);
+    expect(r.code, r.stderr).toBe(0);
+    const file = inv.replace(/\.yaml$/, '.openrc');
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    const text = readFileSync(file, 'utf8');
+    const password = loadSecrets(inv.replace(/\.yaml$/, '.secrets.yaml'))!
+      .services.get('keystone_admin_password')!
+      .reveal();
+    expect(text).toContain(`export OS_AUTH_URL='http://10.0.0.250:5000/v3'`);
+    expect(text).toContain(`export OS_PASSWORD='${password}'`);
+    expect(r.stdout + r.stderr).not.toContain(password);
+    // The file is a shell file the OpenStack client can source.
+    const env = execFileSync('sh', ['-c', `. "${file}" && echo "$OS_USERNAME@$OS_PROJECT_NAME $OS_INTERFACE"`], {
+      encoding: 'utf8',
+    });
+    expect(env.trim()).toBe('admin@admin public');
   });
 });

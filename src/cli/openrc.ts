@@ -1,0 +1,76 @@
+import type { Command } from 'commander';
+import { IoError } from '../core/errors.js';
+import { writeFileAtomic } from '../core/fs.js';
+import { buildPlan } from '../roles/plan.js';
+import { loadAll } from './context.js';
+import { inventoryOptions, type CommonOpts } from './options.js';
+import { out } from './output.js';
+
+/** Quote a value for a POSIX shell `export` line. */
+function shellQuote(value: string): string {
+  return `'${value.replace(/'/g, `'\\''`)}'`;
+}
+
+/**
+ * `stackctl openrc`: the cloud's admin credentials as a shell file (mode 0600)
+ * for the OpenStack client. The password comes from the secrets file and is
+ * written only into that file, never printed.
+ */
+export function registerOpenrc(program: Command): void {
+  inventoryOptions(program.command('openrc'))
+    .description(
+      'write the admin credentials file for the OpenStack client (mode 0600); prints its path, not the password',
+    )
+    .option('-o, --output <file>', 'where to write it (default: <inventory>.openrc next to the inventory)')
+    .option('--interface <name>', 'endpoint interface the client uses: public or internal', 'public')
+    .action((opts: CommonOpts & { output?: string; interface: string }) => {
+      const all = loadAll(opts);
+      const password = all.secrets?.services.get('keystone_admin_password');
+      if (!password) {
+        throw new IoError(
+          'E_NO_ADMIN_PASSWORD',
+          `the secrets file ${all.secretsFile} holds no keystone_admin_password`,
+          {
+            hint: "Run 'stackctl secrets generate' first (and deploy the cloud with it).",
+          },
+        );
+      }
+      const { plan } = buildPlan({
+        inventory: all.loaded.inventory,
+        inventoryDigest: all.inventoryDigest,
+        catalog: all.catalog,
+        release: all.release,
+        addresses: all.allocation.addresses,
+        ...(all.secrets ? { secrets: all.secrets.services } : {}),
+      });
+      const iface = opts.interface === 'internal' ? 'internal' : 'public';
+      const identity = plan.services
+        .find((s) => s.name === 'keystone')
+        ?.endpoints.find((e) => e.type === 'identity' && e.interface === iface);
+      if (!identity) {
+        throw new IoError('E_NO_KEYSTONE', 'no node of this inventory runs keystone', {
+          hint: 'Give a node a role with the keystone service (Controller or AllInOne).',
+        });
+      }
+      const file = opts.output ?? all.inventoryFile.replace(/\.ya?ml$/, '') + '.openrc';
+      const lines = {
+        OS_AUTH_URL: identity.url,
+        OS_IDENTITY_API_VERSION: '3',
+        OS_USERNAME: 'admin',
+        OS_PASSWORD: password.reveal(),
+        OS_PROJECT_NAME: 'admin',
+        OS_USER_DOMAIN_NAME: 'Default',
+        OS_PROJECT_DOMAIN_NAME: 'Default',
+        OS_REGION_NAME: all.loaded.inventory.cloud.region ?? 'RegionOne',
+        OS_INTERFACE: iface,
+      };
+      const body =
+        `# Admin credentials of cloud ${plan.cloud.name}, written by stackctl openrc. Keep private.\n` +
+        Object.entries(lines)
+          .map(([k, v]) => `export ${k}=${shellQuote(v)}`)
+          .join('\n') +
+        '\n';
+      writeFileAtomic(file, body, 0o600);
+      out(`${file}: admin credentials for ${identity.url} (source it: . ${file})\n`);
+    });
+}
