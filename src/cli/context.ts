@@ -10,6 +10,7 @@ import { ValidationFailed } from '../core/errors.js';
 import { loadCatalog, type Catalog } from '../roles/catalog.js';
 import { loadRelease } from '../roles/release.js';
 import type { Release } from '../roles/schema.js';
+import { buildPlan, type PlanResult } from '../roles/plan.js';
 
 /** Options every inventory-reading command shares. */
 export interface InventoryOptions {
@@ -81,4 +82,16 @@ export function loadAll(opts: InventoryOptions): Loaded {
     allocation,
     warnings,
   };
+}
+
+/** The plan of everything loaded (pure: builds nothing on disk). */
+export function planOf(all: Loaded): PlanResult {
+  return buildPlan({
+    inventory: all.loaded.inventory,
+    inventoryDigest: all.inventoryDigest,
+    catalog: all.catalog,
+    release: all.release,
+    addresses: all.allocation.addresses,
+    ...(all.secrets ? { secrets: all.secrets.services } : {}),
+  });
 }

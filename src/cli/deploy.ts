@@ -6,8 +6,7 @@ import { countByClass, FAILURE_CLASSES } from '../orchestrator/failures.js';
 import { JournalFile, journalFileFor } from '../orchestrator/journal.js';
 import { parseSteps, planDeploy } from '../orchestrator/planner.js';
 import { openPool, remoteFor, type Remote } from '../remote/index.js';
-import { buildPlan } from '../roles/plan.js';
-import { loadAll } from './context.js';
+import { loadAll, planOf } from './context.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
 import { out, printIssues, table } from './output.js';
 import { runWithProgress } from './progress.js';
@@ -56,14 +55,7 @@ export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps
   }
   const concurrency = positiveInt(o.concurrency ?? '8', '--concurrency', 1, 256);
   const budget = positiveInt(o.failureBudget ?? '0', '--failure-budget', 0, 100);
-  const { effective: plan, rendered } = buildPlan({
-    inventory: all.loaded.inventory,
-    inventoryDigest: all.inventoryDigest,
-    catalog: all.catalog,
-    release: all.release,
-    addresses: all.allocation.addresses,
-    secrets: all.secrets.services,
-  });
+  const { effective: plan, rendered } = planOf(all);
   const services = o.services
     ?.split(',')
     .map((s) => s.trim())

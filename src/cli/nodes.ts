@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { ExitCode, StackctlError, UsageError, type ExitCode as Exit } from '../core/errors.js';
+import { ExitCode, UsageError, summarizeFailure, type ExitCode as Exit } from '../core/errors.js';
 import { JsonLinesLog, formatEvent, type StackctlEvent } from '../core/events.js';
 import type { BmcDriver, BootDevice } from '../bmc/driver.js';
 import { IpmiTransport } from '../bmc/ipmi/transport.js';
@@ -86,13 +86,9 @@ async function eachNode(
             emit(event(target.node, r.result));
             return r.result;
           } catch (e) {
-            const err = e instanceof StackctlError ? e : undefined;
-            r.error = {
-              code: err?.code ?? 'E_INTERNAL',
-              message: e instanceof Error ? e.message : String(e),
-              ...(err?.hint ? { hint: err.hint } : {}),
-            };
-            r.exit = err?.exitCode ?? ExitCode.INTERNAL;
+            const { exit, ...error } = summarizeFailure(e);
+            r.error = error;
+            r.exit = exit;
             emit({
               kind: 'node.failed',
               node: target.node,

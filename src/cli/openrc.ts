@@ -1,8 +1,7 @@
 import type { Command } from 'commander';
 import { IoError } from '../core/errors.js';
 import { writeFileAtomic } from '../core/fs.js';
-import { buildPlan } from '../roles/plan.js';
-import { loadAll } from './context.js';
+import { loadAll, planOf } from './context.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
 import { out } from './output.js';
 
@@ -35,14 +34,7 @@ export function registerOpenrc(program: Command): void {
           },
         );
       }
-      const { plan } = buildPlan({
-        inventory: all.loaded.inventory,
-        inventoryDigest: all.inventoryDigest,
-        catalog: all.catalog,
-        release: all.release,
-        addresses: all.allocation.addresses,
-        ...(all.secrets ? { secrets: all.secrets.services } : {}),
-      });
+      const { plan } = planOf(all);
       const iface = opts.interface === 'internal' ? 'internal' : 'public';
       const identity = plan.services
         .find((s) => s.name === 'keystone')

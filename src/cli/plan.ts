@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { saveIpamState } from '../inventory/ipam.js';
-import { buildPlan, planToJson, type Plan } from '../roles/plan.js';
-import { loadAll } from './context.js';
+import { planToJson, type Plan } from '../roles/plan.js';
+import { loadAll, planOf } from './context.js';
 import { out, printIssues, table } from './output.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
 
@@ -14,14 +14,7 @@ export function registerPlan(program: Command): void {
     .action((opts: CommonOpts & { json?: boolean; save: boolean }) => {
       const all = loadAll(opts);
       printIssues(all.warnings);
-      const { plan } = buildPlan({
-        inventory: all.loaded.inventory,
-        inventoryDigest: all.inventoryDigest,
-        catalog: all.catalog,
-        release: all.release,
-        addresses: all.allocation.addresses,
-        ...(all.secrets ? { secrets: all.secrets.services } : {}),
-      });
+      const { plan } = planOf(all);
       // Persist allocations only once everything above succeeded: bad input changes nothing.
       if (opts.save && all.allocation.changed) saveIpamState(all.ipamFile, all.allocation.state);
       out(opts.json ? planToJson(plan) : formatPlan(plan));

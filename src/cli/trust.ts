@@ -7,7 +7,7 @@
 import { createInterface } from 'node:readline/promises';
 import type { Command } from 'commander';
 import pLimit from 'p-limit';
-import { ExitCode, RemoteError, StackctlError, UsageError, type ExitCode as Exit } from '../core/errors.js';
+import { ExitCode, RemoteError, UsageError, summarizeFailure, type ExitCode as Exit } from '../core/errors.js';
 import {
   DEFAULT_SSH_USER,
   ensureClientKey,
@@ -150,13 +150,9 @@ export function registerTrust(nodes: Command, deps: TrustDeps = {}): void {
               } else r.status = TrustStatus.NEW;
               return Object.assign(r, { offered });
             } catch (e) {
-              const err = e instanceof StackctlError ? e : undefined;
-              r.error = {
-                code: err?.code ?? 'E_INTERNAL',
-                message: e instanceof Error ? e.message : String(e),
-                ...(err?.hint ? { hint: err.hint } : {}),
-              };
-              r.exit = err?.exitCode ?? ExitCode.INTERNAL;
+              const { exit, ...error } = summarizeFailure(e);
+              r.error = error;
+              r.exit = exit;
               return r;
             }
           }),

@@ -150,3 +150,22 @@ export function messageOf(err: unknown): string {
   if (err instanceof Error) return err.message;
   return String(err);
 }
+
+/** A failure as reported per node in command results: code, message, hint and exit status. */
+export interface FailureSummary {
+  readonly code: string;
+  readonly message: string;
+  readonly hint?: string;
+  readonly exit: ExitCode;
+}
+
+/** Summarise any thrown value; what is not a StackctlError counts as internal. */
+export function summarizeFailure(e: unknown): FailureSummary {
+  const err = e instanceof StackctlError ? e : undefined;
+  return {
+    code: err?.code ?? 'E_INTERNAL',
+    message: e instanceof Error ? e.message : String(e),
+    ...(err?.hint ? { hint: err.hint } : {}),
+    exit: err?.exitCode ?? ExitCode.INTERNAL,
+  };
+}

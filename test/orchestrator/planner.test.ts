@@ -1,32 +1,11 @@
+import { catalog, planFromText } from '../helpers/plan.js';
 import { describe, expect, it } from 'vitest';
-import { sha256 } from '../../src/core/hash.js';
-import { defaultReleasesDir, defaultRolesDir } from '../../src/core/paths.js';
 import { generateInventoryYaml } from '../../src/inventory/generate.js';
-import { allocate, EMPTY_IPAM } from '../../src/inventory/ipam.js';
-import { parseInventory } from '../../src/inventory/load.js';
 import { parseSteps, planDeploy } from '../../src/orchestrator/planner.js';
 import { changedInputs, diffConfig, diffContainer, labelsFor, parseSha256sum } from '../../src/orchestrator/state.js';
-import { loadCatalog } from '../../src/roles/catalog.js';
-import { buildPlan } from '../../src/roles/plan.js';
-import { loadRelease } from '../../src/roles/release.js';
 import type { ContainerInfo } from '../../src/remote/index.js';
 
-const catalog = loadCatalog(defaultRolesDir());
-const release = loadRelease(defaultReleasesDir(), 'zed');
-
-function planFor(text: string) {
-  const loaded = parseInventory('inv.yaml', text, { roles: catalog.roleInfo });
-  const alloc = allocate(loaded.inventory, loaded.networks, catalog.roleInfo, EMPTY_IPAM, (p) =>
-    loaded.source.locate(p),
-  );
-  return buildPlan({
-    inventory: loaded.inventory,
-    inventoryDigest: sha256(text),
-    catalog,
-    release,
-    addresses: alloc.addresses,
-  }).plan;
-}
+const planFor = (text: string) => planFromText(text).plan;
 
 const plan = planFor(generateInventoryYaml({ controllers: 3, computes: 2 }));
 

@@ -1,33 +1,13 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { sha256 } from '../../src/core/hash.js';
-import { defaultReleasesDir, defaultRolesDir } from '../../src/core/paths.js';
 import { Secret } from '../../src/core/secret.js';
 import { generateInventoryYaml } from '../../src/inventory/generate.js';
-import { allocate, EMPTY_IPAM } from '../../src/inventory/ipam.js';
-import { parseInventory } from '../../src/inventory/load.js';
-import { loadCatalog } from '../../src/roles/catalog.js';
-import { buildPlan, planToJson } from '../../src/roles/plan.js';
-import { loadRelease } from '../../src/roles/release.js';
+import { planToJson } from '../../src/roles/plan.js';
+import { catalog, planFromText } from '../helpers/plan.js';
 import { copyInventory, runCli } from '../helpers/cli.js';
 
-const catalog = loadCatalog(defaultRolesDir());
-const release = loadRelease(defaultReleasesDir(), 'zed');
-
-function planFor(text: string, secrets?: Map<string, Secret>) {
-  const loaded = parseInventory('inv.yaml', text, { roles: catalog.roleInfo });
-  const alloc = allocate(loaded.inventory, loaded.networks, catalog.roleInfo, EMPTY_IPAM, (p) =>
-    loaded.source.locate(p),
-  );
-  return buildPlan({
-    inventory: loaded.inventory,
-    inventoryDigest: sha256(text),
-    catalog,
-    release,
-    addresses: alloc.addresses,
-    ...(secrets ? { secrets } : {}),
-  });
-}
+const planFor = planFromText;
 
 function allSecrets(value: (name: string) => string): Map<string, Secret> {
   const m = new Map<string, Secret>();

@@ -1,11 +1,10 @@
 import { createConnection } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadAll } from '../../../src/cli/context.js';
+import { loadAll, planOf } from '../../../src/cli/context.js';
 import { executeDeploy, plainRunner } from '../../../src/orchestrator/executor.js';
 import { MemoryJournal } from '../../../src/orchestrator/journal.js';
 import { planDeploy } from '../../../src/orchestrator/planner.js';
 import { openPool, remoteFor } from '../../../src/remote/index.js';
-import { buildPlan } from '../../../src/roles/plan.js';
 import { deployLab } from '../lab.js';
 
 const lab = deployLab('deploydb', '10.92', 300);
@@ -48,14 +47,7 @@ describe('stackctl deploy: MariaDB single node on lab container nodes', () => {
   it("creates a service's database and user at step 3 on the bootstrap node, once", async () => {
     // The keystone database without Keystone's own tasks: the database action alone.
     const all = loadAll({ inventory: lab.inventory });
-    const { effective: plan, rendered } = buildPlan({
-      inventory: all.loaded.inventory,
-      inventoryDigest: all.inventoryDigest,
-      catalog: all.catalog,
-      release: all.release,
-      addresses: all.allocation.addresses,
-      secrets: all.secrets!.services,
-    });
+    const { effective: plan, rendered } = planOf(all);
     const full = planDeploy(plan, all.catalog, { services: ['keystone'], steps: [3] });
     const dbOnly = {
       ...full,
