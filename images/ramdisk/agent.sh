@@ -42,10 +42,10 @@ NODE=$(cmdline_arg stackctl.node) || NODE=
 TOKEN=$(cmdline_arg stackctl.token) || TOKEN=
 PURPOSE=$(cmdline_arg stackctl.purpose) || PURPOSE=inspect
 BOOTIF=$(cmdline_arg BOOTIF) || BOOTIF=
-WORK=/run/stackctl
+WORK=${STACKCTL_WORK:-/run/stackctl}
 mkdir -p "$WORK"
 
-if [ -z "$API" ] || [ -z "$NODE" ] || [ -z "$TOKEN" ]; then
+if [ "${STACKCTL_AGENT_LIB:-}" != 1 ] && { [ -z "$API" ] || [ -z "$NODE" ] || [ -z "$TOKEN" ]; }; then
   log "missing stackctl.api, stackctl.node or stackctl.token on the kernel command line: nothing to do"
   exit 1
 fi
@@ -242,31 +242,372 @@ post_json() {
 }
 
 # ---------------------------------------------------------------------------
-# the command loop (clean and deploy)
+# deploy and clean
 #
-# The deploy host answers GET /v1/agent/<node>/command with one line:
-#   wait                          nothing yet: ask again in a few seconds
-#   write-image URL SHA256 DEV    stream the image onto DEV, check it, POST /result
-#   poweroff | reboot             end
-# The image writer is the next step; until the server has the endpoint the
-# loop ends after stackctl.wait seconds (default 600) and powers off.
-# NOTE: today a token is spent by the first accepted call; for this loop the
-# server must let a clean/deploy token poll /command and spend it on /result.
+# The deploy host answers GET /v1/agent/<node>/command with lines:
+#   wait                              nothing yet: ask again in a few seconds
+#   deploy                            then:
+#     image URL SHA256 RAW BYTES      the compressed disk image (.lzo, .gz), its checksum,
+#                                     its raw size and its own size
+#     hint KEY VALUE                  root device hints (every one must match)
+#     file MODE PATH BASE64           a file to write into the deployed system
+#   clean                             wipe the partition tables and the ends of every disk
+#   poweroff                          end
+# The answer may hold host private keys: it stays in $WORK (RAM) and is never printed.
+# Every step ends with POST /result, which spends the token.
+
+SYSFS=${STACKCTL_SYSFS:-/sys}
+DEVDIR=${STACKCTL_DEVDIR:-/dev}
+
+# Disks worth writing to, one kernel name a line.
+disk_names() {
+  for d in "$SYSFS"/block/*; do
+    name=${d##*/}
+    case "$name" in loop* | ram* | zram* | sr* | fd* | dm-* | md* | nbd*) continue ;; esac
+    echo "$name"
+  done
+}
+
+# Sets d_size d_serial d_wwn d_model d_vendor d_rot d_hctl for disk $1.
+disk_attrs() {
+  d="$SYSFS/block/$1"
+  sectors=$(attr "$d/size")
+  d_size=$((${sectors:-0} * 512))
+  d_serial=$(attr "$d/serial")
+  [ -n "$d_serial" ] || d_serial=$(attr "$d/device/serial")
+  d_wwn=$(attr "$d/wwid")
+  [ -n "$d_wwn" ] || d_wwn=$(attr "$d/device/wwid")
+  d_model=$(attr "$d/device/model")
+  d_vendor=$(attr "$d/device/vendor")
+  d_rot=$(attr "$d/queue/rotational")
+  d_hctl=
+  [ -d "$d/device/scsi_device" ] && d_hctl=$(ls "$d/device/scsi_device" 2>/dev/null | head -n 1)
+  return 0
+}
+
+# One line per disk, for error messages: name, size and what identifies it.
+disks_seen() {
+  seen=
+  for n in $(disk_names); do
+    disk_attrs "$n"
+    seen="$seen${seen:+; }/dev/$n $d_size bytes${d_serial:+ serial $d_serial}${d_model:+ model $d_model}"
+  done
+  echo "${seen:-no disks}"
+}
+
+# True when disk $1 matches every hint of file $2 (lines "key value").
+disk_matches() {
+  disk_attrs "$1"
+  while read -r key value; do
+    case "$key" in
+      '') ;;
+      serial) [ "$d_serial" = "$value" ] || return 1 ;;
+      wwn) [ "$d_wwn" = "$value" ] || return 1 ;;
+      hctl) [ "$d_hctl" = "$value" ] || return 1 ;;
+      name) [ "/dev/$1" = "$value" ] || return 1 ;;
+      by_path) [ "$(readlink -f "$value" 2>/dev/null)" = "/dev/$1" ] || return 1 ;;
+      model) case "$d_model" in *"$value"*) ;; *) return 1 ;; esac ;;
+      vendor) case "$d_vendor" in *"$value"*) ;; *) return 1 ;; esac ;;
+      rotational) [ "$d_rot" = "$value" ] || return 1 ;;
+      size_gb) [ $((d_size / 1073741824)) -eq "$value" ] || return 1 ;;
+      min_size_gb) [ $((d_size / 1073741824)) -ge "$value" ] || return 1 ;;
+      *)
+        log "unknown root device hint '$key'"
+        return 1
+        ;;
+    esac
+  done <"$2"
+  return 0
+}
+
+# The root disk for hints file $1 and an image of $2 bytes: prints /dev/NAME,
+# or prints why not and fails. No hints: the smallest disk the image fits on.
+select_root_disk() {
+  matched=
+  count=0
+  for n in $(disk_names); do
+    if disk_matches "$n" "$1"; then
+      matched="$matched $n"
+      count=$((count + 1))
+    fi
+  done
+  hints=$(tr '\n' ' ' <"$1" | sed 's/ *$//')
+  if [ -z "$hints" ]; then
+    best=
+    best_size=0
+    for n in $matched; do
+      disk_attrs "$n"
+      if [ "$d_size" -ge "$2" ] && { [ -z "$best" ] || [ "$d_size" -lt "$best_size" ]; }; then
+        best=$n
+        best_size=$d_size
+      fi
+    done
+    if [ -z "$best" ]; then
+      echo "no disk holds the $2-byte image; disks seen: $(disks_seen)"
+      return 1
+    fi
+    echo "/dev/$best"
+    return 0
+  fi
+  if [ "$count" -ne 1 ]; then
+    echo "root device hints ($hints) match $count disks${matched:+ (${matched# })}; disks seen: $(disks_seen)"
+    return 1
+  fi
+  n=${matched# }
+  disk_attrs "$n"
+  if [ "$d_size" -lt "$2" ]; then
+    echo "/dev/$n ($d_size bytes) is smaller than the $2-byte image; disks seen: $(disks_seen)"
+    return 1
+  fi
+  echo "/dev/$n"
+}
+
+# Seconds since boot, with decimals.
+uptime_s() { cut -d' ' -f1 /proc/uptime; }
+
+# Record how long step $1 took since $2 (uptime seconds), for the result
+# (in a file: steps run in subshells too).
+timing() { printf ',"%s":%s' "$1" "$(awk "BEGIN { printf \"%.1f\", $(uptime_s) - $2 }")" >>"$WORK/timings"; }
+timings() { cat "$WORK/timings" 2>/dev/null; }
+
+# POST /result: $1 ok|failed, $2 step, $3 message, $4 root device, $5 image sha256.
+report_result() {
+  {
+    printf '{"status":"%s","step":"%s"' "$1" "$2"
+    opt_str message "${3:-}"
+    opt_str root_device "${4:-}"
+    [ -n "${5:-}" ] && printf ',"image_sha256":"%s"' "$5"
+    t=$(timings)
+    [ -n "$t" ] && printf ',"timings":{%s}' "${t#,}"
+    printf '}\n'
+  } >"$WORK/result.json"
+  post_json result "$WORK/result.json"
+}
+
+# Heartbeats in the background while $WORK/step exists; its contents name the step.
+heartbeat_start() {
+  echo "$1" >"$WORK/step"
+  (
+    while [ -f "$WORK/step" ]; do
+      printf '{"step":"%s"}' "$(cat "$WORK/step" 2>/dev/null)" >"$WORK/heartbeat.json"
+      wget -q -O /dev/null --header "Authorization: Bearer $TOKEN" --header "Content-Type: application/json" \
+        --post-file "$WORK/heartbeat.json" "$API/v1/agent/$NODE/heartbeat" >/dev/null 2>&1
+      sleep 5
+    done
+  ) </dev/null >/dev/null 2>&1 &
+}
+heartbeat_step() { [ -f "$WORK/step" ] && echo "$1" >"$WORK/step"; }
+heartbeat_stop() { rm -f "$WORK/step"; }
+
+# The first partition of disk $1 (/dev/vda -> /dev/vda1, /dev/nvme0n1 -> /dev/nvme0n1p1).
+first_partition() {
+  case "$1" in *[0-9]) echo "${1}p1" ;; *) echo "${1}1" ;; esac
+}
+
+# Four bytes, little endian, of the number $1.
+le32() {
+  v=$1
+  # shellcheck disable=SC2059
+  printf "$(printf '\\%03o\\%03o\\%03o\\%03o' $((v & 255)) $((v >> 8 & 255)) $((v >> 16 & 255)) $((v >> 24 & 255)))"
+}
+
+# Stretch the first msdos partition of $1 to the end of the disk (the file
+# system follows at first boot: x-systemd.growfs).
+grow_partition() {
+  local name sectors start count
+  name=${1##*/}
+  sectors=$(attr "$SYSFS/block/$name/size")
+  start=$(dd if="$1" bs=1 skip=454 count=4 2>/dev/null | od -An -tu4 | tr -d ' ')
+  [ -n "$start" ] && [ "$start" -gt 0 ] || return 0
+  count=$((sectors - start))
+  [ "$count" -gt 0 ] && [ "$count" -le 4294967295 ] || return 0
+  le32 "$count" | dd of="$1" bs=1 seek=458 count=4 conv=notrunc 2>/dev/null
+}
+
+# The decompressor for an image URL, by its extension.
+decompressor() {
+  case "$1" in
+    *.lzo) echo "lzop -dc" ;;
+    *.gz) echo "gunzip -c" ;;
+    *) echo cat ;;
+  esac
+}
+
+# Fetch, check, write. When the compressed image ($4 bytes) fits in RAM it is
+# downloaded there first and checked before anything touches the disk;
+# otherwise it is streamed from HTTP through the checksum and the
+# decompressor onto the disk in one pass, and on a mismatch the first MiB
+# (boot loader, partition table) is wiped. Either way nothing may boot an
+# image whose checksum is not the recorded one.
+write_image() {
+  local url=$1 want=$2 dev=$3 size=${4:-0} got why t free_kb
+  rm -f "$WORK/img.fifo" "$WORK"/st.* "$WORK/image"
+  free_kb=$(df -k "$WORK" 2>/dev/null | awk 'NR == 2 { print $4 }')
+  if [ "$size" -gt 0 ] && [ $((size / 1024 + 65536)) -lt "${free_kb:-0}" ]; then
+    heartbeat_step image-transfer
+    t=$(uptime_s)
+    if ! wget -q -O "$WORK/image" "$url" 2>"$WORK/wget.err"; then
+      rm -f "$WORK/image"
+      echo "download failed: $(head -n 1 "$WORK/wget.err")"
+      return 1
+    fi
+    timing image-transfer "$t"
+    heartbeat_step verify-image
+    t=$(uptime_s)
+    got=$(sha256sum "$WORK/image" | cut -d' ' -f1)
+    timing verify-image "$t"
+    if [ "$got" != "$want" ]; then
+      rm -f "$WORK/image"
+      echo "image sha256 mismatch: expected $want, downloaded $got (nothing written to $dev)"
+      return 1
+    fi
+    heartbeat_step write-image
+    t=$(uptime_s)
+    if ! $(decompressor "$url") <"$WORK/image" >"$dev" 2>"$WORK/unpack.err"; then
+      rm -f "$WORK/image"
+      dd if=/dev/zero of="$dev" bs=1048576 count=1 conv=notrunc,fsync 2>/dev/null
+      echo "decompression failed: $(head -n 1 "$WORK/unpack.err") (first MiB of $dev wiped)"
+      return 1
+    fi
+    rm -f "$WORK/image"
+    sync
+    timing write-image "$t"
+    return 0
+  fi
+  heartbeat_step stream-image
+  t=$(uptime_s)
+  mkfifo "$WORK/img.fifo"
+  sha256sum <"$WORK/img.fifo" >"$WORK/img.sum" &
+  sumpid=$!
+  {
+    wget -q -O - "$url" 2>"$WORK/wget.err"
+    echo $? >"$WORK/st.wget"
+  } | tee "$WORK/img.fifo" | {
+    $(decompressor "$url") >"$dev" 2>"$WORK/unpack.err"
+    echo $? >"$WORK/st.unpack"
+  }
+  wait "$sumpid"
+  sync
+  timing stream-image "$t"
+  got=$(cut -d' ' -f1 "$WORK/img.sum" 2>/dev/null)
+  why=
+  [ "$(cat "$WORK/st.wget" 2>/dev/null)" = 0 ] || why="download failed: $(head -n 1 "$WORK/wget.err" 2>/dev/null)"
+  [ -n "$why" ] || [ "$(cat "$WORK/st.unpack" 2>/dev/null)" = 0 ] || why="decompression failed: $(head -n 1 "$WORK/unpack.err" 2>/dev/null)"
+  [ -n "$why" ] || [ "$got" = "$want" ] || why="image sha256 mismatch: expected $want, streamed ${got:-nothing}"
+  if [ -n "$why" ]; then
+    dd if=/dev/zero of="$dev" bs=1048576 count=1 conv=notrunc,fsync 2>/dev/null
+    sync
+    echo "$why (first MiB of $dev wiped)"
+    return 1
+  fi
+  return 0
+}
+
+# Write the command's `file` lines into the file system mounted at $1.
+write_files() {
+  while read -r kw mode path b64; do
+    [ "$kw" = file ] || continue
+    mkdir -p "$1$(dirname "$path")"
+    (umask 077 && echo "$b64" | base64 -d >"$1$path") || return 1
+    chmod "$mode" "$1$path" || return 1
+  done <"$WORK/command"
+  # authorized_keys is refused by sshd unless .ssh is private
+  [ -d "$1/root/.ssh" ] && chmod 700 "$1/root/.ssh"
+  return 0
+}
+
+do_deploy() {
+  set -- $(grep '^image ' "$WORK/command" | head -n 1)
+  url=${2:-} want=${3:-} raw=${4:-0} bytes=${5:-0}
+  rm -f "$WORK/timings"
+  grep '^hint ' "$WORK/command" | cut -d' ' -f2- >"$WORK/hints"
+  heartbeat_start select-disk
+  if ! dev=$(select_root_disk "$WORK/hints" "$raw"); then
+    heartbeat_stop
+    log "$dev"
+    report_result failed select-disk "$dev"
+    return 1
+  fi
+  log "writing the image to $dev"
+  if ! why=$(write_image "$url" "$want" "$dev" "$bytes"); then
+    heartbeat_stop
+    log "$why"
+    report_result failed verify-image "$why" "$dev"
+    return 1
+  fi
+  log "image fetched, verified and written ($(timings | sed 's/^,//'))"
+  heartbeat_step configure
+  t0=$(uptime_s)
+  grow_partition "$dev"
+  blockdev --rereadpt "$dev" 2>/dev/null || partprobe "$dev" 2>/dev/null
+  part=$(first_partition "$dev")
+  n=0
+  while [ ! -b "$part" ] && [ $n -lt 50 ]; do
+    sleep 0.1
+    n=$((n + 1))
+  done
+  mkdir -p /mnt/root
+  if ! mount -t ext4 "$part" /mnt/root 2>"$WORK/mount.err"; then
+    heartbeat_stop
+    why="cannot mount $part: $(head -n 1 "$WORK/mount.err")"
+    log "$why"
+    report_result failed configure "$why" "$dev" "$want"
+    return 1
+  fi
+  if ! write_files /mnt/root; then
+    umount /mnt/root
+    heartbeat_stop
+    report_result failed configure "writing the node's files failed" "$dev" "$want"
+    return 1
+  fi
+  umount /mnt/root
+  sync
+  timing configure "$t0"
+  heartbeat_stop
+  log "deployed to $dev"
+  report_result ok deploy "image written to $dev" "$dev" "$want"
+}
+
+# Wipe every disk's partition tables (MBR and GPT at the start, the GPT
+# backup at the end): the disk no longer boots and the next deploy starts clean.
+do_clean() {
+  rm -f "$WORK/timings"
+  heartbeat_start clean
+  t0=$(uptime_s)
+  wiped=
+  for n in $(disk_names); do
+    disk_attrs "$n"
+    mib=$((d_size / 1048576))
+    [ "$mib" -gt 0 ] || continue
+    dd if=/dev/zero of="$DEVDIR/$n" bs=1048576 count=1 conv=notrunc,fsync 2>/dev/null
+    [ "$mib" -gt 2 ] && dd if=/dev/zero of="$DEVDIR/$n" bs=1048576 seek=$((mib - 1)) count=1 conv=notrunc,fsync 2>/dev/null
+    wiped="$wiped /dev/$n"
+  done
+  sync
+  timing clean "$t0"
+  heartbeat_stop
+  log "cleaned:${wiped:- no disks}"
+  report_result ok clean "wiped the partition tables and ends of:${wiped:- no disks}"
+}
+
 command_loop() {
   wait_s=$(cmdline_arg stackctl.wait) || wait_s=600
   deadline=$(($(cut -d. -f1 /proc/uptime) + wait_s))
   while [ "$(cut -d. -f1 /proc/uptime)" -lt "$deadline" ]; do
     if agent_wget "$API/v1/agent/$NODE/command" >/dev/null; then
-      set -- $(head -n 1 "$WORK/answer")
-      case "${1:-wait}" in
+      mv "$WORK/answer" "$WORK/command"
+      case "$(head -n 1 "$WORK/command")" in
         wait) ;;
         poweroff) return 0 ;;
-        reboot) reboot -f ;;
-        write-image)
-          log "write-image is not implemented in this ramdisk yet"
-          return 1
+        deploy)
+          do_deploy
+          return
           ;;
-        *) log "unknown command '$1'" ;;
+        clean)
+          do_clean
+          return
+          ;;
+        *) log "unknown command '$(head -n 1 "$WORK/command" | cut -c1-32)'" ;;
       esac
     fi
     sleep 5
@@ -276,6 +617,9 @@ command_loop() {
 }
 
 # ---------------------------------------------------------------------------
+
+# sourced by the tests for its functions only
+[ "${STACKCTL_AGENT_LIB:-}" = 1 ] && return 0
 
 network_up || exit 1
 

@@ -6,7 +6,15 @@ import { imageSpecs, LABEL } from '../images/catalog.js';
 import { localEngine } from '../remote/docker-local.js';
 import { DEFAULT_REGISTRY_ADDRESS, ensureRegistry, pushImages, REGISTRY_CONTAINER } from '../images/registry.js';
 import { loadRelease } from '../roles/release.js';
+import { buildHostImage } from '../images/host.js';
+import { UsageError } from '../core/errors.js';
 import { out, table } from './output.js';
+
+/** Default output folder of the host OS image, under the working folder's (git-ignored) .stackctl/. */
+export const DEFAULT_HOST_IMAGE_DIR = '.stackctl/host';
+
+/** What `images build` builds: the release's container images (default) or the host OS disk image. */
+const BUILD_TARGETS = ['containers', 'host'] as const;
 
 interface ReleaseOpts {
   release: string;
@@ -26,25 +34,55 @@ export function registerImages(program: Command): Command {
   const images = program.command('images').description('container images: build locally, push to the registry');
 
   releaseOptions(images.command('build'))
-    .description('build the release images (parents first); unchanged images are not rebuilt')
+    .description(
+      'build the release container images (parents first), or with "host" the host OS disk image; ' +
+        'unchanged images are not rebuilt',
+    )
+    .argument('[target]', `what to build: ${BUILD_TARGETS.join(' | ')}`, 'containers')
     .option('--only <key...>', 'build these image keys (and their parents) only; lab images: node, registry')
+    .option('--out <dir>', 'host: output folder of host.img.gz, its .sha256 and host.json', DEFAULT_HOST_IMAGE_DIR)
+    .option('--force', 'host: rebuild even when nothing changed')
     .option('--verbose', 'show the build output')
-    .action(async (opts: ReleaseOpts & { only?: string[]; verbose?: boolean }) => {
-      const release = load(opts);
-      const started = Date.now();
-      const built = await buildImages(localEngine(), {
-        release,
-        only: opts.only ?? [],
-        onEvent: (e) => {
-          if (e.kind !== 'image.line' || opts.verbose) out(formatBuildEvent(e) + '\n');
-        },
-      });
-      const fresh = built.filter((b) => !b.cached).length;
-      out(
-        `${built.length} image(s): ${fresh} built, ${built.length - fresh} up to date, ` +
-          `${((Date.now() - started) / 1000).toFixed(1)} s\n`,
-      );
-    });
+    .action(
+      async (
+        target: string,
+        opts: ReleaseOpts & { only?: string[]; verbose?: boolean; out: string; force?: boolean },
+      ) => {
+        if (!(BUILD_TARGETS as readonly string[]).includes(target)) {
+          throw new UsageError('E_USAGE', `unknown build target '${target}'`, {
+            hint: `Use one of: ${BUILD_TARGETS.join(', ')} (the deploy ramdisk: stackctl images build-ramdisk).`,
+          });
+        }
+        if (target === 'host') {
+          const build = await buildHostImage({
+            outDir: resolve(opts.out),
+            force: opts.force === true,
+            log: (line) => out(line + '\n'),
+          });
+          const m = build.manifest;
+          out(`${build.imagePath}  ${m.image.size} bytes  sha256 ${m.image.sha256}\n`);
+          out(
+            `raw ${m.raw.size} bytes, kernel ${m.kernel}, ${m.packages.length} packages, ` +
+              `${build.cached ? 'up to date' : 'built'} in ${(build.elapsedMs / 1000).toFixed(1)} s\n`,
+          );
+          return;
+        }
+        const release = load(opts);
+        const started = Date.now();
+        const built = await buildImages(localEngine(), {
+          release,
+          only: opts.only ?? [],
+          onEvent: (e) => {
+            if (e.kind !== 'image.line' || opts.verbose) out(formatBuildEvent(e) + '\n');
+          },
+        });
+        const fresh = built.filter((b) => !b.cached).length;
+        out(
+          `${built.length} image(s): ${fresh} built, ${built.length - fresh} up to date, ` +
+            `${((Date.now() - started) / 1000).toFixed(1)} s\n`,
+        );
+      },
+    );
 
   releaseOptions(images.command('push'))
     .description('push the built release images to the registry (started if it does not run)')

@@ -1,39 +1,30 @@
 import type { Command } from 'commander';
 import { existsSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { createDriver } from '../bmc/registry.js';
 import { UsageError, messageOf } from '../core/errors.js';
-import { writeFileAtomic } from '../core/fs.js';
 import { packageRoot } from '../core/paths.js';
 import { buildImages, formatBuildEvent } from '../images/build.js';
 import { localEngine, type LocalEngine } from '../remote/docker-local.js';
 import { DEFAULT_REGISTRY_ADDRESS, ensureRegistry, REGISTRY_CONTAINER } from '../images/registry.js';
-import { saveIpamState } from '../inventory/ipam.js';
-import { generateSecrets } from '../inventory/secrets.js';
-import { labDown, labStatus, labUp, labPaths, recordCreated, type LabInput } from '../lab/nodes/lab.js';
+import { labDown, labStatus, labUp, labPaths, type LabInput } from '../lab/nodes/lab.js';
 import { labInventoryYaml, topology } from '../lab/nodes/topology.js';
-import { secretsFileFor } from '../inventory/secrets.js';
-import { secretSpecs } from '../roles/catalog.js';
 import { loadAll, type Loaded } from './context.js';
 import { runningBmcs, startBmcs, stopBmcs } from './lab.js';
-import { out, printIssues, table } from './output.js';
+import { inventoryOf, loadOpts, prepareLabInventory, type LabOpts } from './lab-inventory.js';
+import { runVmLabDown, runVmLabStatus, runVmLabUp, type VmUpOpts } from './lab-vm.js';
+import { out, table } from './output.js';
 import { bmcTargets } from './targets.js';
 
-/** Kinds of lab node; only containers are built here (QEMU VMs have their own commands). */
-const KINDS = ['container'] as const;
+/** Kinds of lab node: containers (provisioned hosts) and QEMU VMs (bare metal to provision). */
+const KINDS = ['container', 'vm'] as const;
 
-interface LabOpts {
-  kind: string;
-  name: string;
-  inventory?: string;
-  roles?: string;
-  releases?: string;
-}
-
-interface UpOpts extends LabOpts {
+interface UpOpts extends LabOpts, VmUpOpts {
   topology: string;
-  prefix: string;
-  bmcPort: string;
+  /** Default per kind: 10.96 for containers, 10.97 for VMs. */
+  prefix?: string;
+  /** Default per kind: 6230 for containers, 7230 for VMs. */
+  bmcPort?: string;
   registry: string;
   registryContainer: string;
   timeout: string;
@@ -65,13 +56,6 @@ function checkKind(kind: string): void {
   }
 }
 
-const inventoryOf = (o: LabOpts): string => resolve(o.inventory ?? `${o.name}.yaml`);
-const loadOpts = (o: LabOpts, inventory: string) => ({
-  inventory,
-  ...(o.roles ? { roles: o.roles } : {}),
-  ...(o.releases ? { releases: o.releases } : {}),
-});
-
 /** LabInput of a loaded inventory. */
 export function labInput(all: Loaded): LabInput {
   const inv = all.loaded.inventory;
@@ -92,39 +76,15 @@ export function labInput(all: Loaded): LabInput {
 /** `lab up`: inventory, secrets, images, networks, nodes, BMCs; re-entrant. */
 export async function runLabUp(o: UpOpts, deps: LabCliDeps = defaultDeps()): Promise<void> {
   checkKind(o.kind);
+  if (o.kind === 'vm') return runVmLabUp(o, deps.bin);
   topology(o.topology);
-  const file = inventoryOf(o);
-  const created: string[] = [];
-  if (!existsSync(file)) {
-    writeFileAtomic(
-      file,
-      labInventoryYaml({ name: o.name, topology: o.topology, prefix16: o.prefix, bmcPort: Number(o.bmcPort) }),
-    );
-    created.push(file);
-    out(`wrote ${file} (${o.topology})\n`);
-  } else out(`using ${file}\n`);
-
-  // `stackctl secrets generate`: every lab BMC is on loopback, so all credentials can be made here.
-  let all = loadAll(loadOpts(o, file));
+  const prefix = o.prefix ?? '10.96';
+  const bmcPort = Number(o.bmcPort ?? '6230');
+  const all = prepareLabInventory(o, o.topology, () =>
+    labInventoryYaml({ name: o.name, topology: o.topology, prefix16: prefix, bmcPort }),
+  );
   const inv = all.loaded.inventory;
-  const used = new Set(inv.nodes.flatMap((n) => all.catalog.roles.get(n.role)!.services));
-  const bmcRefs = new Map<string, { lab: boolean; nodes: string[] }>();
-  for (const n of inv.nodes) {
-    const ref = bmcRefs.get(n.bmc.credentials) ?? { lab: true, nodes: [] };
-    ref.nodes.push(n.name);
-    bmcRefs.set(n.bmc.credentials, ref);
-  }
-  const sec = generateSecrets(all.secretsFile, secretSpecs(all.catalog, used), bmcRefs);
-  if (sec.created) created.push(sec.file);
-  if (sec.added.length) out(`${sec.file}: ${sec.added.length} secret(s) added\n`);
-  all = loadAll(loadOpts(o, file));
-  printIssues(all.warnings);
-  if (all.allocation.changed || !existsSync(all.ipamFile)) {
-    if (!existsSync(all.ipamFile)) created.push(all.ipamFile);
-    saveIpamState(all.ipamFile, all.allocation.state);
-  }
-  created.push(file.replace(/\.ya?ml$/, '') + '.events.jsonl');
-  if (existsSync(secretsFileFor(file)) && created.length) recordCreated(file, created);
+  const file = all.inventoryFile;
 
   const { engine } = deps;
   await buildImages(engine, {
@@ -185,6 +145,7 @@ export async function runLabUp(o: UpOpts, deps: LabCliDeps = defaultDeps()): Pro
 /** `lab down`: remove what `lab up` created. */
 export async function runLabDown(o: LabOpts & { purge?: boolean }, deps: LabCliDeps = defaultDeps()): Promise<void> {
   checkKind(o.kind);
+  if (o.kind === 'vm') return runVmLabDown(o);
   const file = inventoryOf(o);
   let name = o.name;
   let stop = async (): Promise<void> => undefined;
@@ -209,6 +170,7 @@ export async function runLabDown(o: LabOpts & { purge?: boolean }, deps: LabCliD
 /** `lab status`: container state, power through the BMC, SSH. */
 export async function runLabStatus(o: LabOpts & { json?: boolean }, deps: LabCliDeps = defaultDeps()): Promise<void> {
   checkKind(o.kind);
+  if (o.kind === 'vm') return runVmLabStatus(o);
   const all = loadAll(loadOpts(o, inventoryOf(o)));
   const rows = await labStatus(labInput(all), deps.engine);
   const bmcUp = runningBmcs(all) !== undefined;
@@ -246,32 +208,43 @@ export async function runLabStatus(o: LabOpts & { json?: boolean }, deps: LabCli
 
 const common = (cmd: Command): Command =>
   cmd
-    .option('--kind <kind>', 'kind of lab node: container', 'container')
+    .option('--kind <kind>', 'kind of lab node: container (provisioned hosts) or vm (QEMU bare metal)', 'container')
     .option('--name <name>', 'lab name: cloud name, prefix of Docker objects, default inventory <name>.yaml', 'lab')
     .option('-i, --inventory <file>', 'the lab inventory (default: ./<name>.yaml)')
     .option('--roles <dir>', 'roles folder (default: the roles shipped with stackctl)')
     .option('--releases <dir>', 'release manifests folder (default: images/releases shipped with stackctl)');
 
-/** `stackctl lab up|down|status --kind container`: a data centre of container nodes on this machine. */
+/** `stackctl lab up|down|status --kind container|vm`: a data centre of container or VM nodes on this machine. */
 export function registerLabUp(lab: Command): void {
   common(lab.command('up'))
-    .description('create the lab: inventory, secrets, networks, node containers, virtual BMCs (re-entrant)')
+    .description('create the lab: inventory, secrets, networks, node containers or VMs, virtual BMCs (re-entrant)')
     .option('--topology <name>', 'topology preset: 1ctl-1comp, 3ctl-2comp', '1ctl-1comp')
+    .option('--nodes <n>', 'vm: N nodes (ctl-0 and N-1 computes) instead of a topology')
     .option('--out <file>', 'where to write the inventory (same as -i)')
-    .option('--prefix <a.b>', 'first two octets of the lab networks (a.b.24.0/24 provisioning, ...)', '10.96')
-    .option('--bmc-port <port>', 'first virtual BMC port (computes: +100)', '6230')
+    .option(
+      '--prefix <a.b>',
+      'first two octets of the lab networks (container: a.b.24.0/24 provisioning; vm: a.b.124.0/24); default 10.96, vm 10.97',
+    )
+    .option('--bmc-port <port>', 'first virtual BMC port (computes: +100); default 6230, vm 7230')
+    .option('--memory <MiB>', 'vm: guest memory', '1024')
+    .option('--cpus <n>', 'vm: virtual CPUs (the deployed OS needs 2 under TCG)', '2')
+    .option('--disk-gb <GiB>', 'vm: size of each (sparse qcow2) disk', '4')
     .option('--registry <host:port>', 'host address the registry is published on', DEFAULT_REGISTRY_ADDRESS)
     .option('--registry-container <name>', 'registry container name', REGISTRY_CONTAINER)
     .option('--timeout <seconds>', 'how long to wait for the nodes to answer SSH', '60')
     .action(async (o: UpOpts & { out?: string }) => runLabUp({ ...o, inventory: o.out ?? o.inventory }));
 
   common(lab.command('down'))
-    .description('remove the lab: containers, networks, the registry if the lab started it, <inventory>.lab/')
+    .description(
+      'remove the lab: containers or VMs, networks (bridge, taps, iptables rule), the registry if the lab started it, <inventory>.lab/',
+    )
     .option('--purge', 'also remove the inventory, secrets, IPAM state and operator key that lab up wrote')
     .action(async (o: LabOpts & { purge?: boolean }) => runLabDown(o));
 
   common(lab.command('status'))
-    .description("each node's container state, power (through its virtual BMC) and SSH reachability")
+    .description(
+      "each node's container or VM, power (through its virtual BMC) and SSH reachability (container) or provisioning state (vm)",
+    )
     .option('--json', 'machine-readable output')
     .action(async (o: LabOpts & { json?: boolean }) => runLabStatus(o));
 }

@@ -9,6 +9,8 @@ import { inventoryOptions, type CommonOpts } from './options.js';
 import { out, table } from './output.js';
 import { runWithProgress } from './progress.js';
 import { bmcTargets, selectNodes, type SelectOptions } from './targets.js';
+import { registerLifecycle } from './nodes-lifecycle.js';
+import { registerProvision } from './nodes-provision.js';
 import { registerTrust } from './trust.js';
 
 /** Actions of `nodes power`, each a driver call that resolves to the state to report. */
@@ -133,7 +135,7 @@ async function eachNode(
   }
 }
 
-/** `stackctl nodes power|bootdev|validate`: BMC operations on selected nodes. */
+/** `stackctl nodes power|bootdev|validate|trust` (BMC operations), `enroll|inspect|provision|undeploy|list|show` (lifecycle). */
 export function registerNodes(program: Command): void {
   const nodes = program.command('nodes').description('drive the nodes through their BMCs (IPMI or Redfish)');
   withSelection(nodes.command('power'))
@@ -171,6 +173,8 @@ export function registerNodes(program: Command): void {
       );
     });
   registerTrust(nodes);
+  registerLifecycle(nodes);
+  registerProvision(nodes);
   withSelection(nodes.command('validate'))
     .description(
       "check every selected node's BMC: address, reachability and credentials; reports each failure and goes on",

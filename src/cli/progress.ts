@@ -8,8 +8,11 @@ import { Listr } from 'listr2';
 /** One unit of work shown as a line of progress. */
 export interface ProgressTask {
   readonly title: string;
-  /** Resolves to a short result shown next to the title; rejects to mark the line failed. */
-  run(): Promise<string>;
+  /**
+   * Resolves to a short result shown next to the title; rejects to mark the
+   * line failed. `update` shows where a long task stands meanwhile.
+   */
+  run(update: (status: string) => void): Promise<string>;
 }
 
 /** Run tasks with at most `concurrency` at once; never throws for a failed task. */
@@ -22,7 +25,7 @@ export async function runWithProgress(
     tasks.map((t) => ({
       title: t.title,
       task: async (_ctx: unknown, task: { title: string }) => {
-        const result = await t.run();
+        const result = await t.run((status) => (task.title = `${t.title}: ${status}`));
         task.title = `${t.title}: ${result}`;
       },
     })),

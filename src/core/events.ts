@@ -67,7 +67,27 @@ export type StackctlEvent =
     }
   | { readonly kind: 'pxe.token-rejected'; readonly node: string; readonly endpoint: string; readonly reason: string }
   | { readonly kind: 'pxe.agent-report'; readonly node: string; readonly endpoint: string }
-  | { readonly kind: 'pxe.unknown-mac'; readonly mac: string; readonly path: string };
+  | { readonly kind: 'pxe.unknown-mac'; readonly mac: string; readonly path: string }
+  | { readonly kind: 'pxe.agent-command'; readonly node: string; readonly command: string }
+  | {
+      readonly kind: 'provision.phase';
+      readonly node: string;
+      /** power-on-to-agent, image-transfer, write-verify, reboot-to-ssh, clean, ... */
+      readonly phase: string;
+      readonly ms: number;
+    }
+  | {
+      readonly kind: 'provision.done';
+      readonly node: string;
+      /** deploy or undeploy */
+      readonly action: string;
+      readonly ok: boolean;
+      /** Bytes of boot files and image served to the node. */
+      readonly bytes: number;
+      readonly ms: number;
+      /** Why it failed (code: message); empty when ok. Never a secret. */
+      readonly reason: string;
+    };
 
 export type EventKind = StackctlEvent['kind'];
 
@@ -94,6 +114,11 @@ export const EVENT_FORMAT: { readonly [K in EventKind]: (e: Extract<StackctlEven
   'pxe.token-rejected': (e) => `${e.node}: agent call to ${e.endpoint} refused: ${e.reason}`,
   'pxe.agent-report': (e) => `${e.node}: agent reported ${e.endpoint}`,
   'pxe.unknown-mac': (e) => `boot script asked for unknown MAC ${e.mac} (${e.path})`,
+  'pxe.agent-command': (e) => `${e.node}: agent called in, command ${e.command}`,
+  'provision.phase': (e) => `${e.node}: ${e.phase} ${(e.ms / 1000).toFixed(1)} s`,
+  'provision.done': (e) =>
+    `${e.node}: ${e.action} ${e.ok ? 'done' : `failed: ${e.reason}`} in ${(e.ms / 1000).toFixed(1)} s, ` +
+    `${(e.bytes / 1048576).toFixed(1)} MiB served`,
 };
 
 /** Format any event. */

@@ -49,6 +49,13 @@ export const RAMDISK_MODULES = [
   'net_failover',
   'virtio_net',
   'virtio_blk',
+  // ext4, to write the node's hostname, network and keys into the deployed root file system;
+  // crc32c first: ext4 and jbd2 ask the crypto API for it and the ramdisk has no modprobe to load it then
+  'crc16',
+  'mbcache',
+  'crc32c_generic',
+  'jbd2',
+  'ext4',
 ] as const;
 
 /** Files of `images/ramdisk/` and where they go in the initramfs. */

@@ -92,25 +92,104 @@ export const AgentResultSchema = Type.Object(
     message: Type.Optional(Type.String({ maxLength: 4096 })),
     root_device: Type.Optional(Type.String({ pattern: '^/dev/' })),
     image_sha256: Type.Optional(Type.String({ pattern: '^[0-9a-f]{64}$' })),
+    /** Seconds the agent spent per step, by its own clock (write-image, configure, clean, ...). */
+    timings: Type.Optional(
+      Type.Record(Type.String({ pattern: '^[a-z][a-z0-9-]{0,63}$' }), Type.Number({ minimum: 0 }), {
+        maxProperties: 16,
+      }),
+    ),
   },
   { ...closed, description: 'the outcome of a deploy or cleaning run' },
 );
 export type AgentResult = Static<typeof AgentResultSchema>;
 
+/** A sign of life from a working agent (deploy or cleaning), sent every few seconds. */
+export const HeartbeatSchema = Type.Object(
+  {
+    /** What the agent is doing: command, write-image, verify-image, configure, clean, ... */
+    step: Type.String({ pattern: '^[a-z][a-z0-9-]{0,63}$' }),
+    message: Type.Optional(Type.String({ maxLength: 1024 })),
+  },
+  { ...closed, description: 'the agent is alive and at this step' },
+);
+export type Heartbeat = Static<typeof HeartbeatSchema>;
+
 /** Why a node was armed; it decides which endpoint the token opens. */
 export type BootPurpose = 'inspect' | 'clean' | 'deploy';
 
-/** The agent endpoints, their body schemas and the purposes whose token they accept. */
+/**
+ * The agent endpoints: their method, body schema, the purposes whose token
+ * they accept, and whether an accepted call spends the token. Only the last
+ * call of a boot spends it (the report or the result); the command and the
+ * heartbeats in between leave it usable.
+ */
 export const AGENT_ENDPOINTS = {
-  introspection: { schema: IntrospectionSchema, purposes: ['inspect'] },
-  result: { schema: AgentResultSchema, purposes: ['clean', 'deploy'] },
-} as const satisfies Record<string, { schema: TSchema; purposes: readonly BootPurpose[] }>;
+  introspection: { method: 'POST', schema: IntrospectionSchema, purposes: ['inspect'], spends: true },
+  result: { method: 'POST', schema: AgentResultSchema, purposes: ['clean', 'deploy'], spends: true },
+  heartbeat: { method: 'POST', schema: HeartbeatSchema, purposes: ['clean', 'deploy'], spends: false },
+  command: { method: 'GET', schema: undefined, purposes: ['clean', 'deploy'], spends: false },
+} as const satisfies Record<
+  string,
+  { method: 'GET' | 'POST'; schema: TSchema | undefined; purposes: readonly BootPurpose[]; spends: boolean }
+>;
 export type AgentEndpoint = keyof typeof AGENT_ENDPOINTS;
 
-/** One accepted agent call, handed to the injected callback. */
+/** One accepted agent call that carries a report, handed to the injected callback. */
 export type AgentReport =
   | { readonly node: string; readonly endpoint: 'introspection'; readonly body: Introspection }
-  | { readonly node: string; readonly endpoint: 'result'; readonly body: AgentResult };
+  | { readonly node: string; readonly endpoint: 'result'; readonly body: AgentResult }
+  | { readonly node: string; readonly endpoint: 'heartbeat'; readonly body: Heartbeat };
+
+/** A file the agent writes into the deployed root file system. */
+export interface AgentFile {
+  /** Absolute path inside the deployed system. */
+  readonly path: string;
+  readonly mode: number;
+  /** Contents; a Secret for private keys (never logged, only sent to the agent). */
+  readonly content: string | Secret;
+}
+
+/** Root device hints as the agent matches them (the inventory's `root_device`; every given hint must match). */
+export interface AgentDiskHints {
+  readonly serial?: string;
+  readonly wwn?: string;
+  readonly model?: string;
+  readonly vendor?: string;
+  readonly rotational?: boolean;
+  readonly hctl?: string;
+  readonly by_path?: string;
+  readonly name?: string;
+  /** Whole GiB, as in the inventory. */
+  readonly size_gb?: number;
+  readonly min_size_gb?: number;
+}
+
+/** What the agent is told to do when it asks for its command. */
+export type AgentCommand =
+  | {
+      readonly kind: 'deploy';
+      /** Name of the compressed image in the files folder. */
+      readonly image: string;
+      /** SHA-256 the streamed (compressed) image must have, from the build's record. */
+      readonly sha256: string;
+      /** Size of the raw image: the smallest disk it fits. */
+      readonly rawBytes: number;
+      /** Size of the compressed file: the agent checks it in RAM first when it fits. */
+      readonly bytes: number;
+      readonly hints: AgentDiskHints;
+      readonly files: readonly AgentFile[];
+    }
+  | { readonly kind: 'clean' }
+  | { readonly kind: 'poweroff' };
+
+/** When the agent of an armed node was last heard from. */
+export interface AgentContact {
+  /** First call of this boot (ms since the epoch). */
+  readonly firstAt: number;
+  readonly lastAt: number;
+  /** The last step it reported (heartbeat) or `command` when it fetched its command. */
+  readonly step: string;
+}
 
 /* ------------------------------------------------------------------------ */
 /* The server                                                               */
@@ -120,6 +199,8 @@ export type AgentReport =
 export interface BootNode {
   readonly name: string;
   readonly mac: string;
+  /** Its provisioning address (static DHCP lease): bytes served to it are counted per node. */
+  readonly ip?: string;
 }
 
 /** Options of the boot server; side effects are injectable. */
@@ -154,7 +235,59 @@ interface Armed {
   readonly digest: Buffer;
   readonly purpose: BootPurpose;
   readonly expires: number;
+  readonly command: AgentCommand | undefined;
   inFlight: boolean;
+  contact: AgentContact | undefined;
+}
+
+/** Characters allowed in the values of a command line (they are split on blanks by the agent's shell). */
+const COMMAND_WORD = /^[A-Za-z0-9._:/=,@+%-]{1,1024}$/;
+const COMMAND_PATH = /^\/[A-Za-z0-9._/-]{1,255}$/;
+/** A hint value is the rest of its line (the agent reads it whole and never evaluates it): printable, no edge blanks. */
+const HINT_VALUE = /^[\x21-\x7e](?:[\x20-\x7e]{0,254}[\x21-\x7e])?$/;
+
+function commandWord(what: string, value: string): string {
+  if (!COMMAND_WORD.test(value)) {
+    throw new InputError('E_AGENT_COMMAND', `${what} cannot be sent to the agent: '${value}'`, {
+      hint: 'Use letters, digits and . _ : / = , @ + % - only (no blanks or quotes).',
+    });
+  }
+  return value;
+}
+
+/**
+ * The command as the agent's shell reads it: one `key value...` line each,
+ * file contents in base64. Contains secrets (host private keys): sent only to
+ * the node's token, never logged.
+ */
+export function renderAgentCommand(cmd: AgentCommand, filesUrl: string): string {
+  if (cmd.kind !== 'deploy') return `${cmd.kind}\n`;
+  const lines = [
+    'deploy',
+    `image ${commandWord('image URL', `${filesUrl}/${cmd.image}`)} ${cmd.sha256} ${cmd.rawBytes} ${cmd.bytes}`,
+  ];
+  for (const [key, value] of Object.entries(cmd.hints)) {
+    if (value === undefined) continue;
+    const v = typeof value === 'boolean' ? (value ? '1' : '0') : String(value);
+    if (!HINT_VALUE.test(v)) {
+      throw new InputError('E_AGENT_COMMAND', `root device hint ${key} cannot be sent to the agent: '${v}'`, {
+        hint: 'Printable characters only, without leading or trailing blanks.',
+      });
+    }
+    lines.push(`hint ${commandWord('hint name', key)} ${v}`);
+  }
+  for (const f of cmd.files) {
+    if (!COMMAND_PATH.test(f.path) || f.path.split('/').includes('..')) {
+      throw new InputError('E_AGENT_COMMAND', `file path '${f.path}' cannot be sent to the agent`, {
+        hint: 'Absolute paths of letters, digits, . _ - and /, without ..',
+      });
+    }
+    const content = typeof f.content === 'string' ? f.content : f.content.reveal();
+    lines.push(
+      `file ${(f.mode & 0o7777).toString(8).padStart(4, '0')} ${f.path} ${Buffer.from(content).toString('base64')}`,
+    );
+  }
+  return lines.join('\n') + '\n';
 }
 
 const FILE_NAME = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,254}$/;
@@ -175,6 +308,11 @@ export class BootServer {
   /** Digests of spent tokens per node, so a replay is reported as such (bounded). */
   readonly #spent = new Map<string, Buffer[]>();
   readonly #sums = new Map<string, { key: string; sum: string }>();
+  readonly #byIp: Map<string, string>;
+  /** Boot scripts served per known node (how far a node got, for diagnostics). */
+  readonly #scripts = new Map<string, number>();
+  /** Bytes of /files sent, by node and file name. */
+  readonly #served = new Map<string, Map<string, number>>();
   readonly #events: EventSink;
   readonly #now: () => number;
   readonly #newToken: () => string;
@@ -183,6 +321,7 @@ export class BootServer {
     this.#opts = opts;
     this.#byName = new Map(opts.nodes.map((n) => [n.name, n]));
     this.#byMac = new Map(opts.nodes.map((n) => [macHexhyp(n.mac), n]));
+    this.#byIp = new Map(opts.nodes.filter((n) => n.ip).map((n) => [n.ip!, n.name]));
     this.#events = opts.events ?? NO_EVENTS;
     this.#now = opts.now ?? Date.now;
     this.#newToken = opts.newToken ?? (() => randomBytes(32).toString('base64url'));
@@ -225,20 +364,39 @@ export class BootServer {
    * Expect the node to boot from the network for `purpose`: issues a new
    * token (replacing any earlier one) that its boot script carries.
    */
-  arm(node: string, purpose: BootPurpose): void {
+  arm(node: string, purpose: BootPurpose, command?: AgentCommand): void {
     if (!this.#byName.has(node)) {
       throw new InputError('E_BOOT_UNKNOWN_NODE', `cannot arm unknown node '${node}' for network boot`, {
         hint: 'The boot server knows the nodes of the inventory it was started with.',
       });
     }
+    // a command the agent could not read fails here, in the workflow, not at the node
+    if (command) renderAgentCommand(command, this.url);
     const token = this.#newToken();
     this.#armed.set(node, {
       token: new Secret(token),
       digest: digestOf(token),
       purpose,
       expires: this.#now() + (this.#opts.tokenTtlMs ?? 3_600_000),
+      command,
       inFlight: false,
+      contact: undefined,
     });
+  }
+
+  /** When the agent of an armed node last called (command or heartbeat); undefined before its first call. */
+  agentContact(node: string): AgentContact | undefined {
+    return this.#armed.get(node)?.contact;
+  }
+
+  /** How many boot scripts the node's MAC asked for since the server started. */
+  scriptsServed(node: string): number {
+    return this.#scripts.get(node) ?? 0;
+  }
+
+  /** Bytes of boot files and images sent to a node (by its lease address), by file name. */
+  bytesServed(node: string): Readonly<Record<string, number>> {
+    return Object.fromEntries(this.#served.get(node) ?? []);
   }
 
   /** Forget the node's token: after a deploy, or when the operator aborts. */
@@ -262,7 +420,8 @@ export class BootServer {
     const method = req.method ?? 'GET';
     const agent = AGENT_PATH.exec(path);
     if (agent) {
-      if (method !== 'POST') return send(res, 405, 'use POST\n', { Allow: 'POST' });
+      const spec = Object.hasOwn(AGENT_ENDPOINTS, agent[2]!) ? AGENT_ENDPOINTS[agent[2] as AgentEndpoint] : undefined;
+      if (spec && method !== spec.method) return send(res, 405, `use ${spec.method}\n`, { Allow: spec.method });
       return this.#agent(req, res, agent[1]!, agent[2]!);
     }
     if (method !== 'GET' && method !== 'HEAD') return send(res, 405, 'use GET\n', { Allow: 'GET, HEAD' });
@@ -279,6 +438,7 @@ export class BootServer {
       this.#events.emit({ kind: 'pxe.unknown-mac', mac: mac.replace(/-/g, ':'), path });
       return send(res, 404, 'unknown MAC\n');
     }
+    this.#scripts.set(node.name, (this.#scripts.get(node.name) ?? 0) + 1);
     const armed = this.#armed.get(node.name);
     if (!armed || armed.expires < this.#now()) return send(res, 200, localBootScript(node.name), IPXE);
     const files = `${this.url}/files`;
@@ -327,8 +487,11 @@ export class BootServer {
       ...(range ? { 'Content-Range': `bytes ${start}-${end}/${size}` } : {}),
     });
     if (req.method === 'HEAD' || length === 0) return void res.end();
+    const who = this.#byIp.get((req.socket.remoteAddress ?? '').replace(/^::ffff:/, ''));
+    const counter = who ? (this.#served.get(who) ?? this.#served.set(who, new Map()).get(who)!) : undefined;
     await new Promise<void>((resolve) => {
-      const stream = createReadStream(file, { start, end });
+      const stream = createReadStream(file, { start, end, highWaterMark: 1024 * 1024 });
+      if (counter) stream.on('data', (chunk) => counter.set(name, (counter.get(name) ?? 0) + chunk.length));
       stream.on('error', () => {
         res.destroy();
         resolve();
@@ -360,6 +523,8 @@ export class BootServer {
     // check before reading the body, and again (synchronously) before spending the token
     const early = this.#checkToken(name, endpoint, req.headers.authorization);
     if (early !== undefined) return this.#refuse(res, name, endpoint, early);
+    const spec = AGENT_ENDPOINTS[endpoint];
+    if (spec.schema === undefined) return this.#command(res, name);
 
     const raw = await readBody(req, this.#opts.maxBodyBytes ?? 1024 * 1024);
     if (raw === undefined) return send(res, 413, 'body too large\n');
@@ -369,7 +534,6 @@ export class BootServer {
     } catch {
       return sendJson(res, 400, { code: 'E_AGENT_JSON', message: 'the body is not valid JSON' });
     }
-    const spec = AGENT_ENDPOINTS[endpoint];
     const source = {
       file: `${endpoint} body`,
       data,
@@ -388,6 +552,15 @@ export class BootServer {
     const reason = this.#checkToken(name, endpoint, req.headers.authorization);
     if (reason !== undefined) return this.#refuse(res, name, endpoint, reason);
     const armed = this.#armed.get(name)!;
+    if (!spec.spends) {
+      this.#touch(armed, (data as Heartbeat).step);
+      try {
+        await this.#opts.onReport({ node: name, endpoint, body: data } as AgentReport);
+      } catch {
+        // a heartbeat that could not be kept is not worth an agent retry
+      }
+      return sendJson(res, 202, { accepted: true });
+    }
     // NOTE: in flight, not spent: a second call with the same token is refused
     // now, but a failing callback gives the agent its retry
     armed.inFlight = true;
@@ -402,6 +575,22 @@ export class BootServer {
     this.#spent.set(name, [...spent, armed.digest].slice(-16));
     this.#events.emit({ kind: 'pxe.agent-report', node: name, endpoint });
     sendJson(res, 202, { accepted: true });
+  }
+
+  /** The armed node's command, as text; `wait` while there is none. Marks the agent as alive. */
+  #command(res: ServerResponse, node: string): void {
+    const armed = this.#armed.get(node)!;
+    const first = armed.contact === undefined;
+    this.#touch(armed, 'command');
+    const text = armed.command ? renderAgentCommand(armed.command, `${this.url}/files`) : 'wait\n';
+    if (first) this.#events.emit({ kind: 'pxe.agent-command', node, command: armed.command?.kind ?? 'wait' });
+    // the answer may carry host private keys: no caches in between
+    send(res, 200, text, { 'Cache-Control': 'no-store' });
+  }
+
+  #touch(armed: Armed, step: string): void {
+    const t = this.#now();
+    armed.contact = { firstAt: armed.contact?.firstAt ?? t, lastAt: t, step };
   }
 
   /** Undefined when the token opens this endpoint for this node; otherwise why not (for the event only). */

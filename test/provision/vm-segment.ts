@@ -7,6 +7,8 @@
  * this bridge: nothing is routed anywhere else.
  */
 import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { HOST_BUILD_TOOLS } from '../../src/images/host.js';
 import { $ } from 'zx';
 
 /** A Debian package for each tool the VM tests run. */
@@ -31,6 +33,20 @@ export function requireVmTools(): void {
     );
   }
   if (process.getuid?.() !== 0) throw new Error('the VM tests create bridges and taps: run them as root');
+}
+
+/** Fail (never skip) when a tool of the host image build is missing, naming the packages to install. */
+export function requireHostImageTools(): void {
+  const missing = Object.entries(HOST_BUILD_TOOLS).filter(([tool]) => {
+    const r = spawnSync('sh', ['-c', 'command -v "$0"', tool], { encoding: 'utf8' });
+    return r.status !== 0 || !r.stdout.trim();
+  });
+  if (!existsSync('/usr/lib/grub/i386-pc/boot.img')) missing.push(['grub-mkimage', 'grub-pc-bin']);
+  if (missing.length) {
+    throw new Error(
+      `the host image build needs ${missing.map(([t]) => t).join(', ')}: run "apt-get install ${[...new Set(missing.map(([, p]) => p))].join(' ')}"`,
+    );
+  }
 }
 
 /** The segment. */

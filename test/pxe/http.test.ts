@@ -9,7 +9,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { $ } from 'zx';
 import type { StackctlEvent } from '../../src/core/events.js';
-import { BootServer, parseRange, type AgentReport } from '../../src/pxe/http.js';
+import { Secret } from '../../src/core/secret.js';
+import { BootServer, parseRange, renderAgentCommand, type AgentCommand, type AgentReport } from '../../src/pxe/http.js';
 import { requireTools } from './netns.js';
 
 const KERNEL = randomBytes(200_000);
@@ -249,6 +250,101 @@ describe('agent API', () => {
     server.disarm('ctl-0');
     expect((await post('ctl-0', 'introspection', INTROSPECTION, token)).status).toBe(401);
     expect(events.at(-1)).toMatchObject({ reason: 'node not armed' });
+  });
+});
+
+describe('deploy command and heartbeats', () => {
+  const COMMAND: Extract<AgentCommand, { kind: 'deploy' }> = {
+    kind: 'deploy',
+    image: 'host-abc.img.lzo',
+    sha256: 'a'.repeat(64),
+    rawBytes: 1_000_000,
+    bytes: 400_000,
+    hints: { serial: 'S-1', rotational: false, min_size_gb: 4 },
+    files: [
+      { path: '/etc/hostname', mode: 0o644, content: 'cmp-0\n' },
+      { path: '/etc/ssh/ssh_host_ed25519_key', mode: 0o600, content: new Secret('-----PRIVATE-----\n') },
+    ],
+  };
+
+  it('hands the command to the token without spending it; heartbeats keep it; the result spends it', async () => {
+    server.arm('cmp-0', 'deploy', COMMAND);
+    const script = (await curl('/boot/52-54-00-00-20-01.ipxe')).body.toString();
+    const token = /stackctl\.token=(\S+)/.exec(script)![1]!;
+    expect(server.agentContact('cmp-0')).toBeUndefined();
+
+    const auth = ['-H', `Authorization: Bearer ${token}`];
+    const cmd = await curl('/v1/agent/cmp-0/command', auth);
+    expect(cmd.status).toBe(200);
+    expect(cmd.headers).toMatch(/cache-control: no-store/i);
+    expect(cmd.body.toString()).toBe(
+      [
+        'deploy',
+        `image ${server.url}/files/host-abc.img.lzo ${'a'.repeat(64)} 1000000 400000`,
+        'hint serial S-1',
+        'hint rotational 0',
+        'hint min_size_gb 4',
+        `file 0644 /etc/hostname ${Buffer.from('cmp-0\n').toString('base64')}`,
+        `file 0600 /etc/ssh/ssh_host_ed25519_key ${Buffer.from('-----PRIVATE-----\n').toString('base64')}`,
+        '',
+      ].join('\n'),
+    );
+    expect(server.agentContact('cmp-0')).toMatchObject({ step: 'command' });
+    expect((await post('cmp-0', 'heartbeat', { step: 'write-image' }, token)).status).toBe(202);
+    expect(server.agentContact('cmp-0')).toMatchObject({ step: 'write-image' });
+    expect(server.isArmed('cmp-0')).toBe(true);
+    expect(
+      (await post('cmp-0', 'result', { status: 'ok', step: 'deploy', timings: { 'write-image': 12.5 } }, token)).status,
+    ).toBe(202);
+    expect(server.isArmed('cmp-0')).toBe(false);
+    expect((await curl('/v1/agent/cmp-0/command', auth)).status).toBe(401);
+    expect(events).toContainEqual({ kind: 'pxe.agent-command', node: 'cmp-0', command: 'deploy' });
+    expect(events.at(-1)).toMatchObject({
+      kind: 'pxe.token-rejected',
+      endpoint: 'command',
+      reason: 'token already used',
+    });
+    // neither the token nor the key in any event
+    expect(JSON.stringify(events)).not.toContain(token);
+    expect(JSON.stringify(events)).not.toContain('PRIVATE');
+  });
+
+  it('refuses the command to a missing token and to the wrong method', async () => {
+    server.arm('cmp-0', 'deploy', COMMAND);
+    expect((await curl('/v1/agent/cmp-0/command')).status).toBe(401);
+    expect((await post('cmp-0', 'command', {}, 'x')).status).toBe(405);
+    server.disarm('cmp-0');
+  });
+
+  it('counts the bytes of boot files sent to each node by its address', async () => {
+    const s = await BootServer.start({
+      host: '127.0.0.1',
+      port: 0,
+      filesDir: dir,
+      kernel: 'vmlinuz',
+      initrd: 'initrd.gz',
+      nodes: [{ name: 'local-0', mac: '52:54:00:00:30:01', ip: '127.0.0.1' }],
+      onReport: () => undefined,
+    });
+    try {
+      await $({ quiet: true })`curl -sS -o /dev/null ${s.url + '/files/vmlinuz'}`;
+      await $({ quiet: true })`curl -sS -o /dev/null -H ${'Range: bytes=0-99'} ${s.url + '/files/vmlinuz'}`;
+      expect(s.bytesServed('local-0')).toEqual({ vmlinuz: KERNEL.length + 100 });
+    } finally {
+      await s.close();
+    }
+  });
+
+  it('refuses to put line breaks or relative paths into a command; blanks inside a hint are fine', () => {
+    expect(renderAgentCommand({ ...COMMAND, hints: { model: 'QEMU HARDDISK' } }, 'http://x')).toContain(
+      '\nhint model QEMU HARDDISK\n',
+    );
+    expect(() => renderAgentCommand({ ...COMMAND, hints: { model: 'two\nlines' } }, 'http://x')).toThrow(
+      /E_AGENT_COMMAND|cannot be sent/,
+    );
+    expect(() =>
+      renderAgentCommand({ ...COMMAND, files: [{ path: '/etc/../shadow', mode: 0o600, content: 'x' }] }, 'http://x'),
+    ).toThrow(/cannot be sent/);
   });
 });
 

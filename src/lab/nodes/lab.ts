@@ -197,6 +197,11 @@ export function recordCreated(inventoryFile: string, files: readonly string[]): 
   writeLabState(paths, { ...st, created: [...new Set([...st.created, ...files])] });
 }
 
+/** Files `lab up` recorded as created next to the inventory (what `lab down --purge` removes). */
+export function recordedCreated(inventoryFile: string): readonly string[] {
+  return readLabState(labPaths(inventoryFile)).created;
+}
+
 /** Side effects of the lab functions, injectable (CONVENTIONS.md 8). */
 export interface LabDeps {
   readonly engine: LocalEngine;

@@ -1,8 +1,9 @@
 /**
  * Which machine stands behind each lab node's virtual BMC. `lab up --kind
- * container` records its nodes in `<inventory>.lab/machines.json`; the BMC
- * process (`lab bmc serve`) reads it and drives those containers. Nodes not
- * listed keep the in-memory machine.
+ * container` and `lab up --kind vm` record their nodes in
+ * `<inventory>.lab/machines.json`; the BMC process (`lab bmc serve`) reads it
+ * and drives those containers or QEMU VMs. Nodes not listed keep the
+ * in-memory machine.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -10,12 +11,21 @@ import { writeFileAtomic } from '../../core/fs.js';
 import { localEngine, type LocalEngine } from '../../remote/docker-local.js';
 import { ContainerMachine } from '../vbmc/container.js';
 import type { MachineBackend } from '../vbmc/machine.js';
+import { QemuMachine, type QemuNic } from '../vbmc/qemu.js';
 
-/** One recorded machine: names only, never secrets. */
-export interface LabMachineRecord {
-  readonly kind: 'container';
-  readonly container: string;
-}
+/** One recorded machine: names and paths only, never secrets. */
+export type LabMachineRecord =
+  | { readonly kind: 'container'; readonly container: string }
+  | {
+      readonly kind: 'qemu';
+      /** QMP socket, pid file, serial log and boot setting (src/lab/vbmc/qemu.ts). */
+      readonly runDir: string;
+      readonly disk: string;
+      readonly diskSerial: string;
+      readonly memoryMiB: number;
+      readonly cpus: number;
+      readonly nics: readonly QemuNic[];
+    };
 
 /** The file's content. */
 export interface LabMachinesFile {
@@ -43,6 +53,11 @@ export function readLabMachines(labDir: string): LabMachinesFile {
 export function labMachines(labDir: string, engine: LocalEngine = localEngine()): Map<string, MachineBackend> {
   const out = new Map<string, MachineBackend>();
   for (const [node, m] of Object.entries(readLabMachines(labDir).nodes)) {
+    if (m.kind === 'qemu') {
+      const { runDir, disk, diskSerial, memoryMiB, cpus, nics } = m;
+      out.set(node, new QemuMachine({ name: node, runDir, disk, diskSerial, memoryMiB, cpus, nics }));
+      continue;
+    }
     out.set(
       node,
       new ContainerMachine({ name: node, container: m.container, engine, bootFile: join(labDir, `boot-${node}.json`) }),

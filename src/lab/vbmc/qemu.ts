@@ -90,6 +90,8 @@ export interface QemuMachineOptions {
   readonly cpus?: number;
   /** A qcow2 image, attached as the first (virtio) disk. */
   readonly disk?: string;
+  /** Serial number the virtio disk reports (root device hints match it); up to 20 of A-Z a-z 0-9 _ -. */
+  readonly diskSerial?: string;
   readonly nics?: readonly QemuNic[];
   /** Boot setting when the run folder holds none yet; default disk, persistent, legacy. */
   readonly boot?: BootSetting;
@@ -120,6 +122,7 @@ export interface QemuArgvSpec {
   readonly memoryMiB: number;
   readonly cpus: number;
   readonly disk?: string;
+  readonly diskSerial?: string;
   readonly nics: readonly QemuNic[];
   readonly extraArgs: readonly string[];
   /** The setting for this boot. */
@@ -154,6 +157,13 @@ export function validateQemuOptions(options: QemuMachineOptions): void {
   if (!Number.isInteger(cpus) || cpus < 1 || cpus > 16) bad(`cpus ${cpus} is not 1-16`, 'Use 1 or 2 under TCG.');
   if (options.disk !== undefined && options.disk.length === 0) {
     bad('disk is empty', 'Give the path of a qcow2 image or leave disk out.');
+  }
+  // virtio-blk keeps at most 20 bytes of serial; commas would end QEMU's option value
+  if (options.diskSerial !== undefined && !/^[A-Za-z0-9_-]{1,20}$/.test(options.diskSerial)) {
+    bad(
+      `diskSerial ${JSON.stringify(options.diskSerial)} is not 1-20 of A-Z a-z 0-9 _ -`,
+      'Use a short serial such as SVM0.',
+    );
   }
   for (const [i, nic] of (options.nics ?? []).entries()) {
     if (!/^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/i.test(nic.mac) || (parseInt(nic.mac.slice(0, 2), 16) & 1) === 1) {
@@ -207,7 +217,15 @@ export function qemuArgv(spec: QemuArgvSpec): string[] {
     '-pidfile',
     join(dir, QEMU_FILES.pid),
   ];
-  if (spec.disk !== undefined) {
+  if (spec.disk !== undefined && spec.diskSerial !== undefined) {
+    // the same virtio disk, as a device of its own so that it can carry a serial number
+    argv.push(
+      '-drive',
+      `file=${optionValue(resolve(spec.disk))},if=none,id=disk0,format=qcow2`,
+      '-device',
+      `virtio-blk-pci,drive=disk0,serial=${spec.diskSerial}`,
+    );
+  } else if (spec.disk !== undefined) {
     argv.push('-drive', `file=${optionValue(resolve(spec.disk))},if=virtio,format=qcow2`);
   }
   for (const [i, nic] of spec.nics.entries()) {
@@ -494,6 +512,7 @@ export class QemuMachine implements MachineBackend {
       memoryMiB: this.#o.memoryMiB ?? QEMU_DEFAULTS.memoryMiB,
       cpus: this.#o.cpus ?? QEMU_DEFAULTS.cpus,
       ...(this.#o.disk !== undefined ? { disk: this.#o.disk } : {}),
+      ...(this.#o.diskSerial !== undefined ? { diskSerial: this.#o.diskSerial } : {}),
       nics: this.#o.nics ?? [],
       extraArgs: this.#o.extraArgs ?? [],
       boot: this.#boot.current,

@@ -1,0 +1,291 @@
+/**
+ * What the node lifecycle commands share: the session (inventory, node
+ * states, events, one BMC driver per node), the per-node runner with
+ * progress and the outcome table, and the boot services of a run.
+ */
+import type { Command } from 'commander';
+import { existsSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import type { BmcDriver, BmcTarget } from '../bmc/driver.js';
+import { IpmiTransport } from '../bmc/ipmi/transport.js';
+import { createDriver } from '../bmc/registry.js';
+import { ExitCode, UsageError, summarizeFailure, type ExitCode as Exit } from '../core/errors.js';
+import { JsonLinesLog, formatEvent, type EventSink, type StackctlEvent } from '../core/events.js';
+import { sha256 } from '../core/hash.js';
+import { RAMDISK_FILES, defaultRamdiskSourceDir } from '../images/ramdisk.js';
+import { requireTools } from '../lab/vm/host.js';
+import { vmLabBootNetwork } from '../lab/vm/lab.js';
+import { NodeStateStore, nodesFileFor } from '../provision/machine.js';
+import type { AgentReport } from '../pxe/http.js';
+import { LAB_KERNEL_ARGS, startBootServices, type BootServices } from '../pxe/services.js';
+import { loadAll, type Loaded } from './context.js';
+import { inventoryOptions, type CommonOpts } from './options.js';
+import { out, table } from './output.js';
+import { runWithProgress } from './progress.js';
+import { bmcTargets, type SelectOptions } from './targets.js';
+
+export type LifecycleOpts = CommonOpts & SelectOptions & { json?: boolean; concurrency: string };
+
+/** One node's outcome in a lifecycle command. */
+export interface Outcome {
+  node: string;
+  ok: boolean;
+  state: string;
+  result?: string;
+  ms?: number;
+  error?: { code: string; message: string; hint?: string };
+  exit?: Exit;
+  /** Figures for --json (phases, bytes served, ...). */
+  details?: Record<string, unknown>;
+}
+
+/** What every lifecycle command opens: inventory, node states, events, BMC drivers. */
+export interface Session {
+  readonly all: Loaded;
+  readonly store: NodeStateStore;
+  readonly emit: (e: StackctlEvent) => void;
+  readonly events: EventSink;
+  /** The node's BMC driver, one per node for the whole command. */
+  driver(node: string): BmcDriver;
+  close(): Promise<void>;
+}
+
+export function openSession(opts: LifecycleOpts, quiet: boolean): Session {
+  const all = loadAll(opts);
+  const log = new JsonLinesLog(all.inventoryFile.replace(/\.ya?ml$/, '') + '.events.jsonl');
+  const tty = Boolean(process.stderr.isTTY) && !opts.json;
+  const emit = (e: StackctlEvent): void => {
+    log.emit(e);
+    if (!tty && !opts.json && !quiet) process.stderr.write(formatEvent(e) + '\n');
+  };
+  const events: EventSink = { emit };
+  const store = NodeStateStore.open(nodesFileFor(all.inventoryFile), { events });
+  const transport = new IpmiTransport();
+  const drivers = new Map<string, BmcDriver>();
+  let targets: Map<string, BmcTarget> | undefined;
+  return {
+    all,
+    store,
+    emit,
+    events,
+    driver(node) {
+      let d = drivers.get(node);
+      if (!d) {
+        targets ??= new Map(bmcTargets(all, selectable(all)).map((t) => [t.node, t]));
+        // the lab's BMCs speak plain HTTP on loopback by design; the warning is for real sites
+        d = createDriver(targets.get(node)!, { ipmiTransport: transport, redfish: { warn: () => undefined } });
+        drivers.set(node, d);
+      }
+      return d;
+    },
+    async close() {
+      await Promise.allSettled([...drivers.values()].map((d) => d.close()));
+      await transport.close();
+    },
+  };
+}
+
+export const selectable = (all: Loaded): string[] => all.loaded.inventory.nodes.map((n) => n.name);
+
+/**
+ * Run `work` for each node under the concurrency limit with progress, then
+ * print the outcome table (or JSON) and set the exit status from the failures.
+ */
+export async function eachLifecycle(
+  s: Session,
+  opts: LifecycleOpts,
+  command: string,
+  names: readonly string[],
+  work: (node: string, update: (status: string) => void, outcome: Outcome) => Promise<string>,
+): Promise<Outcome[]> {
+  s.emit({ kind: 'command.start', command, nodes: names });
+  const outcomes: Outcome[] = names.map((node) => ({ node, ok: false, state: s.store.get(node).state }));
+  const tty = Boolean(process.stderr.isTTY) && !opts.json;
+  await runWithProgress(
+    names.map((node, i) => ({
+      title: node,
+      run: async (update) => {
+        const o = outcomes[i]!;
+        const t0 = Date.now();
+        try {
+          o.result = await work(node, update, o);
+          o.ok = true;
+          return o.result;
+        } catch (e) {
+          const { exit, ...error } = summarizeFailure(e);
+          o.error = error;
+          o.exit = exit;
+          s.emit({ kind: 'node.failed', node, action: command, code: error.code, message: error.message });
+          throw e;
+        } finally {
+          o.ms = Date.now() - t0;
+          o.state = s.store.get(node).state;
+        }
+      },
+    })),
+    Number(opts.concurrency) || 4,
+    tty,
+  );
+  const failed = outcomes.filter((o) => !o.ok);
+  s.emit({ kind: 'command.end', command, ok: outcomes.length - failed.length, failed: failed.length });
+  if (opts.json) {
+    out(
+      JSON.stringify(
+        outcomes.map(({ exit: _exit, ...o }) => o),
+        null,
+        2,
+      ) + '\n',
+    );
+  } else {
+    out(
+      table(
+        ['NODE', 'STATE', 'TIME', 'RESULT'],
+        outcomes.map((o) => [
+          o.node,
+          o.state,
+          `${((o.ms ?? 0) / 1000).toFixed(1)} s`,
+          o.ok ? o.result! : `FAILED ${o.error!.code}: ${o.error!.message}`,
+        ]),
+      ),
+    );
+    for (const o of failed) if (o.error?.hint) process.stderr.write(`${o.node}: hint: ${o.error.hint}\n`);
+  }
+  if (failed.length) {
+    const codes = new Set(failed.map((o) => o.exit));
+    process.exitCode = codes.size === 1 ? [...codes][0]! : ExitCode.REMOTE;
+  }
+  return outcomes;
+}
+
+export function withSelection(cmd: Command, concurrency: string): Command {
+  return inventoryOptions(cmd)
+    .option('--node <name...>', 'these nodes (repeatable)')
+    .option('--role <role>', 'every node of this role')
+    .option('--all', 'every node of the inventory')
+    .option('--concurrency <n>', 'nodes handled at once', concurrency)
+    .option('--json', 'results as JSON on stdout');
+}
+
+/** Options of the commands that boot nodes from the network. */
+export type BootOpts = LifecycleOpts & {
+  interface?: string;
+  ipv6Prefix?: string;
+  serverAddress?: string;
+  httpPort: string;
+  tftpRoot?: string;
+  timeout: string;
+  kernelArg?: string[];
+};
+
+/** Add the boot service options to a command. */
+export function withBootOptions(cmd: Command, timeoutS: number): Command {
+  return cmd
+    .option('--interface <name>', 'provisioning interface for dnsmasq (default: the VM lab bridge)')
+    .option(
+      '--ipv6-prefix <prefix>',
+      'ULA /64 prefix on the interface, for router advertisements (default: the lab one)',
+    )
+    .option('--server-address <ip>', "this machine's address on provisioning (default: the network's gateway)")
+    .option('--http-port <port>', 'port of the HTTP boot server (0: any free port)', '0')
+    .option('--tftp-root <dir>', 'folder with undionly.kpxe/ipxe.efi (default: /usr/lib/ipxe when present)')
+    .option('--kernel-arg <arg...>', 'ramdisk kernel arguments (default: console=ttyS0,115200 quiet loglevel=3)')
+    .option('--timeout <seconds>', 'longest wait for each node', String(timeoutS));
+}
+
+/** Check --timeout and --http-port; resolves to the timeout in ms and the port. */
+export function bootNumbers(opts: BootOpts): { timeoutMs: number; port: number } {
+  const timeoutS = Number(opts.timeout);
+  if (!Number.isFinite(timeoutS) || timeoutS <= 0) {
+    throw new UsageError('E_OPTION', `--timeout must be a number of seconds, not '${opts.timeout}'`, {
+      hint: 'For example --timeout 600.',
+    });
+  }
+  const port = Number(opts.httpPort);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    throw new UsageError('E_OPTION', `--http-port must be a port number, not '${opts.httpPort}'`, {
+      hint: '0 picks a free port.',
+    });
+  }
+  return { timeoutMs: timeoutS * 1000, port };
+}
+
+/** The provisioning interface and ULA of the run: the options, else the VM lab's bridge. */
+export function bootNetwork(s: Session, opts: BootOpts): { iface: string; ipv6Prefix: string | undefined } {
+  const lab = vmLabBootNetwork(s.all.inventoryFile);
+  const iface = opts.interface ?? lab?.interface;
+  if (!iface) {
+    throw new UsageError('E_PXE_INTERFACE', 'no provisioning interface: give --interface', {
+      hint: 'The interface of this machine on the provisioning network (lab up --kind vm records its bridge).',
+    });
+  }
+  requireTools({ dnsmasq: 'dnsmasq-base' }, 'booting nodes from the network');
+  return { iface, ipv6Prefix: opts.ipv6Prefix ?? lab?.ipv6Prefix };
+}
+
+/** Folder of the run's dnsmasq files and boot files: `<inventory>.pxe/`. */
+export const pxeDirOf = (s: Session): string => s.all.inventoryFile.replace(/\.ya?ml$/, '') + '.pxe';
+
+/** Start the boot server and dnsmasq for a run; the caller closes them. */
+export async function runBootServices(
+  s: Session,
+  opts: BootOpts,
+  net: { iface: string; ipv6Prefix: string | undefined },
+  files: { dir: string; kernel: string; initrd: string },
+  onReport: (r: AgentReport) => void,
+): Promise<BootServices> {
+  const { port } = bootNumbers(opts);
+  const services = await startBootServices({
+    inventory: s.all.loaded.inventory,
+    addresses: s.all.allocation.addresses,
+    interface: net.iface,
+    ...(opts.serverAddress ? { serverAddress: opts.serverAddress } : {}),
+    httpPort: port,
+    ...(net.ipv6Prefix ? { ipv6Prefix: net.ipv6Prefix } : {}),
+    runDir: pxeDirOf(s),
+    ...(opts.tftpRoot ? { tftpRoot: resolve(opts.tftpRoot) } : {}),
+    filesDir: files.dir,
+    kernel: files.kernel,
+    initrd: files.initrd,
+    kernelArgs: opts.kernelArg?.length ? opts.kernelArg : LAB_KERNEL_ARGS,
+    onReport,
+    events: s.events,
+  });
+  if (!opts.json) {
+    process.stderr.write(
+      `boot services: ${services.server.url} on ${net.iface}, dnsmasq pid ${services.dnsmasq.pid}\n`,
+    );
+  }
+  return services;
+}
+
+/**
+ * The agent files a ramdisk was built from differ from those stackctl ships:
+ * the nodes would run an older agent. Resolves to the names that differ
+ * (cheap: hashes of a few small files, no apt query).
+ */
+export function staleRamdiskFiles(ramdiskDir: string, sourceDir = defaultRamdiskSourceDir()): string[] {
+  let built: Record<string, string> = {};
+  try {
+    const m = JSON.parse(readFileSync(join(ramdiskDir, 'ramdisk.json'), 'utf8')) as {
+      inputs?: { files?: Record<string, string> };
+    };
+    built = m.inputs?.files ?? {};
+  } catch {
+    return [];
+  }
+  return Object.keys(RAMDISK_FILES).filter((name) => {
+    const f = join(sourceDir, name);
+    return existsSync(f) && built[name] !== sha256(readFileSync(f, 'utf8'));
+  });
+}
+
+/** Warn on stderr when the ramdisk is older than the agent files (see staleRamdiskFiles). */
+export function warnStaleRamdisk(ramdiskDir: string): void {
+  const stale = staleRamdiskFiles(ramdiskDir);
+  if (stale.length) {
+    process.stderr.write(
+      `warning: the ramdisk in ${ramdiskDir} was built from other agent files (${stale.join(', ')}) than stackctl's: ` +
+        `rebuild it with stackctl images build-ramdisk --out ${ramdiskDir}\n`,
+    );
+  }
+}

@@ -1,0 +1,292 @@
+/**
+ * The deploy and undeploy workflows against an in-memory machine and our
+ * boot server (in process, on loopback), with the agent's calls made here
+ * over HTTP as the ramdisk makes them: what the command carries, the host
+ * key recorded before boot, success, the agent's failures, silence, the
+ * deadline with what the boot services saw, a lost token, undeploy and
+ * cleaning, and the states the API refuses. The same chain with real VMs is
+ * deploy-e2e.test.ts.
+ */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { RemoteError } from '../../src/core/errors.js';
+import { InMemoryMachine } from '../../src/lab/vbmc/machine.js';
+import {
+  AgentResults,
+  bootTrailFrom,
+  networkFile,
+  reconcileDeploy,
+  reconcileUndeploy,
+  startDeploy,
+  startUndeploy,
+  type DeployDeps,
+  type DeployTarget,
+} from '../../src/provision/deploy.js';
+import { NodeStateStore } from '../../src/provision/machine.js';
+import { provisionNodes } from '../../src/provision/provision.js';
+import { BootServer } from '../../src/pxe/http.js';
+import { generateEd25519 } from '../../src/remote/keys.js';
+import { recordedKeys } from '../../src/remote/known-hosts.js';
+import { machinePower } from './machine-power.js';
+
+const NODE = 'n1';
+const MAC = '52:54:00:00:77:01';
+const TARGET: DeployTarget = {
+  node: NODE,
+  mac: MAC,
+  ip: '192.168.24.11',
+  prefix: 24,
+  gateway: '192.168.24.1',
+  rootDevice: { serial: 'S1' },
+};
+const OPERATOR_KEY = generateEd25519('operator').publicKey.line;
+
+let dir: string;
+let server: BootServer;
+let clock = Date.parse('2026-01-01T00:00:00Z');
+let token = '';
+let tokens = 0;
+const results = new AgentResults(() => clock);
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'stackctl-deploy-unit-'));
+  server = await BootServer.start({
+    host: '127.0.0.1',
+    port: 0,
+    filesDir: dir,
+    kernel: 'vmlinuz',
+    initrd: 'initrd.gz',
+    nodes: [{ name: NODE, mac: MAC }],
+    onReport: results.handler,
+    now: () => clock,
+    newToken: () => (token = `token-${++tokens}`),
+  });
+});
+
+afterAll(async () => {
+  await server?.close();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+afterEach(() => server.disarm(NODE));
+
+function setup(): { deps: DeployDeps; machine: InMemoryMachine; nodes: NodeStateStore; knownHosts: string } {
+  // results of an earlier test must be older than this one's deploy
+  clock += 1_000;
+  const files = new Map<string, string>();
+  const nodes = NodeStateStore.open(join(dir, `${tokens}-lab.nodes.json`), {
+    now: () => new Date(clock),
+    write: (f, t) => void files.set(f, t),
+  });
+  const machine = new InMemoryMachine({ name: NODE });
+  const knownHosts = join(dir, `${tokens}-lab.known_hosts`);
+  const deps: DeployDeps = {
+    nodes,
+    boot: server,
+    results,
+    power: () => machinePower(machine),
+    image: { name: 'host-abc.img.lzo', sha256: 'b'.repeat(64), rawBytes: 900_000_000, bytes: 300_000_000 },
+    authorizedKey: OPERATOR_KEY,
+    knownHostsFile: knownHosts,
+    bootTrail: bootTrailFrom(join(dir, 'no-dnsmasq.log'), server),
+    now: () => clock,
+    sleep: async (ms) => void (clock += ms),
+    timeoutMs: 600_000,
+    heartbeatTimeoutMs: 60_000,
+    agentPowerOffMs: 5_000,
+    pollMs: 1_000,
+  };
+  for (const [event, reason] of [
+    ['manage', ''],
+    ['done', 'BMC answers'],
+    ['provide', ''],
+    ['done', 'cleaned'],
+  ] as const) {
+    nodes.apply(NODE, event, reason);
+  }
+  return { deps, machine, nodes, knownHosts };
+}
+
+async function agent(method: 'GET' | 'POST', endpoint: string, body?: unknown): Promise<Response> {
+  return fetch(`${server.url}/v1/agent/${NODE}/${endpoint}`, {
+    method,
+    headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+}
+
+/** The `file` lines of a command, decoded, by path. */
+function filesOf(command: string): Map<string, { mode: string; text: string }> {
+  const out = new Map<string, { mode: string; text: string }>();
+  for (const line of command.split('\n')) {
+    const [kw, mode, path, b64] = line.split(' ');
+    if (kw === 'file') out.set(path!, { mode: mode!, text: Buffer.from(b64!, 'base64').toString() });
+  }
+  return out;
+}
+
+describe('reconcileDeploy', () => {
+  it('boots the ramdisk with a command that carries identity, network and keys, and boots the disk after the result', async () => {
+    const t = setup();
+    startDeploy(t.deps, NODE);
+    const booted = await reconcileDeploy(t.deps, TARGET);
+    expect(booted).toMatchObject({ state: 'deploy wait', dirty: true });
+    expect(await t.machine.powerState()).toBe('on');
+
+    // the host key is known before the node ever boots from its disk
+    const recorded = recordedKeys(t.knownHosts, TARGET.ip, 22);
+    expect(recorded).toHaveLength(1);
+
+    const command = await (await agent('GET', 'command')).text();
+    const lines = command.split('\n');
+    expect(lines.slice(0, 3)).toEqual([
+      'deploy',
+      `image ${server.url}/files/host-abc.img.lzo ${'b'.repeat(64)} 900000000 300000000`,
+      'hint serial S1',
+    ]);
+    const files = filesOf(command);
+    expect(files.get('/etc/hostname')).toEqual({ mode: '0644', text: 'n1\n' });
+    expect(files.get('/etc/systemd/network/10-provisioning.network')?.text).toBe(networkFile(TARGET));
+    expect(networkFile(TARGET)).toContain(`MACAddress=${MAC}\n`);
+    expect(networkFile(TARGET)).toContain('Address=192.168.24.11/24\nGateway=192.168.24.1\n');
+    expect(files.get('/root/.ssh/authorized_keys')).toEqual({ mode: '0600', text: `${OPERATOR_KEY}\n` });
+    expect(files.get('/etc/ssh/ssh_host_ed25519_key')?.mode).toBe('0600');
+    expect(files.get('/etc/ssh/ssh_host_ed25519_key')?.text).toMatch(/^-----BEGIN OPENSSH PRIVATE KEY-----/);
+    expect(files.get('/etc/ssh/ssh_host_ed25519_key.pub')?.text).toBe(`${recorded[0]!.line} root@n1\n`);
+
+    clock += 5_000;
+    expect((await agent('POST', 'heartbeat', { step: 'write-image' })).status).toBe(202);
+    expect(await reconcileDeploy(t.deps, TARGET)).toMatchObject({ state: 'deploy wait', dirty: true });
+    clock += 5_000;
+    const result = { status: 'ok', step: 'deploy', root_device: '/dev/vda', timings: { 'write-image': 40 } };
+    expect((await agent('POST', 'result', result)).status).toBe(202);
+    // the agent powers off by itself
+    await t.machine.powerOff();
+    const done = await reconcileDeploy(t.deps, TARGET);
+    expect(done).toMatchObject({ state: 'active', dirty: false });
+    expect(await t.machine.powerState()).toBe('on');
+    expect(await t.machine.getBootDevice()).toMatchObject({ device: 'disk', persistent: true });
+    expect(server.isArmed(NODE)).toBe(false);
+    expect(t.nodes.get(NODE).history.at(-1)?.reason).toBe(`image ${'b'.repeat(12)} written to /dev/vda; booting it`);
+    // the private key went to the agent only
+    expect(JSON.stringify(t.nodes.list())).not.toContain('PRIVATE');
+    expect(readFileSync(t.knownHosts, 'utf8')).not.toContain('PRIVATE');
+  });
+
+  it("fails the deploy on the agent's failure, with its reason, and powers the node off", async () => {
+    const t = setup();
+    startDeploy(t.deps, NODE);
+    await reconcileDeploy(t.deps, TARGET);
+    const why = 'root device hints (serial S1) match 0 disks; disks seen: /dev/vda 4294967296 bytes serial S2';
+    expect((await agent('POST', 'result', { status: 'failed', step: 'select-disk', message: why })).status).toBe(202);
+    const step = await reconcileDeploy(t.deps, TARGET);
+    expect(step).toMatchObject({ state: 'deploy failed', dirty: false });
+    expect(step.error?.code).toBe('E_AGENT_SELECT_DISK');
+    expect(step.error?.hint).toMatch(/root_device hints/);
+    expect(t.nodes.get(NODE).history.at(-1)?.reason).toBe(
+      `E_AGENT_SELECT_DISK: node 'n1': the deploy failed at 'select-disk': ${why}`,
+    );
+    expect(await t.machine.powerState()).toBe('off');
+  });
+
+  it('fails a node whose agent stops calling in', async () => {
+    const t = setup();
+    startDeploy(t.deps, NODE);
+    await reconcileDeploy(t.deps, TARGET);
+    await agent('GET', 'command');
+    clock += 30_000;
+    expect(await reconcileDeploy(t.deps, TARGET)).toMatchObject({ state: 'deploy wait', dirty: true });
+    clock += 31_000;
+    const step = await reconcileDeploy(t.deps, TARGET);
+    expect(step.error?.code).toBe('E_AGENT_HEARTBEAT');
+    expect(step.error?.message).toBe(
+      "node 'n1': the ramdisk agent stopped calling in during 'command' (61 s without a heartbeat)",
+    );
+    expect(await t.machine.powerState()).toBe('off');
+    expect(server.isArmed(NODE)).toBe(false);
+  });
+
+  it('fails at the deadline a node that never called, saying what the boot services saw', async () => {
+    const t = setup();
+    startDeploy(t.deps, NODE);
+    await reconcileDeploy(t.deps, TARGET);
+    clock += 600_001;
+    const step = await reconcileDeploy(t.deps, TARGET);
+    expect(step.error?.code).toBe('E_DEPLOY_TIMEOUT');
+    expect(step.error?.message).toBe(
+      `node 'n1' (MAC ${MAC}): no deploy result within 600 s; the ramdisk agent never called in; ` +
+        'the boot services saw: DHCP: nothing; TFTP: nothing; HTTP: nothing',
+    );
+    expect(t.nodes.get(NODE).state).toBe('deploy failed');
+    expect(await t.machine.powerState()).toBe('off');
+  });
+
+  it('boots again with a new token and host key when the boot server lost the token (resume)', async () => {
+    const t = setup();
+    startDeploy(t.deps, NODE);
+    await reconcileDeploy(t.deps, TARGET);
+    const first = token;
+    const key = recordedKeys(t.knownHosts, TARGET.ip, 22)[0]!.line;
+    server.disarm(NODE);
+    expect(await reconcileDeploy(t.deps, TARGET)).toMatchObject({ state: 'deploy wait', dirty: true });
+    expect(token).not.toBe(first);
+    expect(server.isArmed(NODE)).toBe(true);
+    expect(recordedKeys(t.knownHosts, TARGET.ip, 22).map((k) => k.line)).not.toContain(key);
+  });
+});
+
+describe('reconcileUndeploy', () => {
+  it('powers off, cleans the disks through the ramdisk, and makes the node available again', async () => {
+    const t = setup();
+    t.nodes.apply(NODE, 'deploy');
+    t.nodes.apply(NODE, 'done', 'deployed');
+    await t.machine.powerOn();
+    startUndeploy(t.deps, NODE);
+    expect(await reconcileUndeploy(t.deps, TARGET)).toMatchObject({ state: 'cleaning', dirty: true });
+    expect(await t.machine.powerState()).toBe('off');
+    expect(await reconcileUndeploy(t.deps, TARGET)).toMatchObject({ state: 'clean wait', dirty: true });
+    expect(await t.machine.powerState()).toBe('on');
+    expect(await (await agent('GET', 'command')).text()).toBe('clean\n');
+    const message = 'wiped the partition tables and ends of: /dev/vda';
+    expect((await agent('POST', 'result', { status: 'ok', step: 'clean', message })).status).toBe(202);
+    await t.machine.powerOff();
+    expect(await reconcileUndeploy(t.deps, TARGET)).toMatchObject({ state: 'available', dirty: false });
+    expect(t.nodes.get(NODE).history.at(-1)?.reason).toBe(message);
+  });
+});
+
+describe('provisionNodes', () => {
+  it('leaves a node whose BMC does not answer in its state, with a clear error', async () => {
+    const t = setup();
+    const unreachable = {
+      ...t.deps,
+      power: () => ({
+        ...machinePower(t.machine),
+        powerState: () =>
+          Promise.reject(
+            new RemoteError('E_BMC_UNREACHABLE', 'no answer from ipmi://127.0.0.1:1 within 5 s', {
+              hint: 'Is the BMC on the network?',
+            }),
+          ),
+      }),
+    };
+    const [r] = await provisionNodes({ targets: [TARGET], deps: unreachable });
+    expect(r).toMatchObject({ ok: false, state: 'available', error: { code: 'E_PROVISION_BMC' } });
+    expect(r!.error?.message).toBe(
+      "node 'n1' stays in 'available': its BMC did not answer (E_BMC_UNREACHABLE: no answer from ipmi://127.0.0.1:1 within 5 s)",
+    );
+    expect(r!.error?.hint).toBe('Is the BMC on the network?');
+    expect(t.nodes.get(NODE).state).toBe('available');
+  });
+
+  it('refuses nodes that are not available, and leaves them alone', async () => {
+    const t = setup();
+    t.nodes.apply(NODE, 'manage');
+    const [r] = await provisionNodes({ targets: [TARGET], deps: t.deps });
+    expect(r).toMatchObject({ node: NODE, ok: false, state: 'manageable', error: { code: 'E_PROVISION_STATE' } });
+    expect(r!.error?.hint).toMatch(/must be available/);
+    expect(await t.machine.powerState()).toBe('off');
+  });
+});
