@@ -405,64 +405,84 @@ export async function executeDeploy(
       change(st.step, nw.node, 'config', c.work.dest, 'uploaded', c.detail, now() - t);
     }
     for (const c of o.containers) {
-      const w = c.work;
-      if (c.action === ContainerAction.UNCHANGED) {
-        change(st.step, nw.node, 'container', w.name, 'unchanged');
-        continue;
-      }
-      const t = now();
-      if (c.action === ContainerAction.RECREATE) {
-        try {
-          await effect(
-            { kind: EffectKind.REMOVE, node: nw.node, target: w.name, hash: c.currentHash ?? 'unlabelled' },
-            async () => {
-              await access.docker.stopContainer(w.name, { timeoutS: EXECUTOR_DEFAULTS.stopTimeoutS });
-              await access.docker.removeContainer(w.name, { force: true });
-            },
-          );
-        } catch (err) {
-          throw new ClassifiedFailure(failureOf(err, where(`${w.name}/remove`), FailureClass.HARD));
-        }
-      }
-      if (c.action !== ContainerAction.START) {
-        try {
-          await effect(containerEffect(EffectKind.CREATE, w), () =>
-            access.docker.createContainer(containerSpec(plan.cloud, w)),
-          );
-        } catch (err) {
-          throw new ClassifiedFailure(failureOf(err, where(`${w.name}/create`), FailureClass.RETRYABLE));
-        }
-      }
-      try {
-        await effect(containerEffect(EffectKind.START, w), () => access.docker.startContainer(w.name));
-      } catch (err) {
-        // Undo the create, so the next run starts from a clean slate.
-        const log = await logTail(access.docker, w.name);
-        const rolledBack = await access.docker.removeContainer(w.name, { force: true }).then(
-          () => true,
-          () => false,
-        );
-        throw new ClassifiedFailure(
-          failureOf(
-            err,
-            where(`${w.name}/start`),
-            rolledBack ? FailureClass.ROLLED_BACK : FailureClass.ROLLBACK_FAILED,
-            log,
-          ),
-        );
-      }
-      try {
-        await waitHealthy(access, w);
-      } catch (err) {
-        throw new ClassifiedFailure(
-          failureOf(err, where(`${w.name}/health`), FailureClass.HARD, await logTail(access.docker, w.name)),
-        );
-      }
-      n++;
-      const action = { create: 'created', recreate: 'recreated', start: 'started' }[c.action];
-      change(st.step, nw.node, 'container', w.name, action, c.changed.join(', '), now() - t);
+      n += await applyContainer(st, nw, c);
+      gates.get(`${nw.node}/${c.work.name}`)?.open();
     }
     return n ? `${n} change(s)` : 'unchanged';
+  };
+
+  /**
+   * Containers that others wait for within the current step (`after` in the plan: a cluster's
+   * bootstrap node first), by `node/container`; opened once that container is healthy or failed.
+   */
+  const gates = new Map<string, Gate>();
+
+  /** One container of a node: create, recreate or start it and wait for its health; 1 if changed. */
+  const applyContainer = async (st: DeployStep, nw: NodeWork, c: ContainerDiff): Promise<number> => {
+    const access = deps.connect(nw.node);
+    const where = (what: string) => ({ step: st.step, node: nw.node, path: `step ${st.step}/${nw.node}/${what}` });
+    const w = c.work;
+    if (c.action === ContainerAction.UNCHANGED) {
+      change(st.step, nw.node, 'container', w.name, 'unchanged');
+      return 0;
+    }
+    const gate = w.after ? gates.get(`${w.after}/${w.name}`) : undefined;
+    if (gate) {
+      const tw = now();
+      await gate.opened;
+      change(st.step, nw.node, 'container', w.name, 'waited', `for ${w.after}`, now() - tw);
+    }
+    const t = now();
+    if (c.action === ContainerAction.RECREATE) {
+      try {
+        await effect(
+          { kind: EffectKind.REMOVE, node: nw.node, target: w.name, hash: c.currentHash ?? 'unlabelled' },
+          async () => {
+            await access.docker.stopContainer(w.name, { timeoutS: EXECUTOR_DEFAULTS.stopTimeoutS });
+            await access.docker.removeContainer(w.name, { force: true });
+          },
+        );
+      } catch (err) {
+        throw new ClassifiedFailure(failureOf(err, where(`${w.name}/remove`), FailureClass.HARD));
+      }
+    }
+    if (c.action !== ContainerAction.START) {
+      try {
+        await effect(containerEffect(EffectKind.CREATE, w), () =>
+          access.docker.createContainer(containerSpec(plan.cloud, w)),
+        );
+      } catch (err) {
+        throw new ClassifiedFailure(failureOf(err, where(`${w.name}/create`), FailureClass.RETRYABLE));
+      }
+    }
+    try {
+      await effect(containerEffect(EffectKind.START, w), () => access.docker.startContainer(w.name));
+    } catch (err) {
+      // Undo the create, so the next run starts from a clean slate.
+      const log = await logTail(access.docker, w.name);
+      const rolledBack = await access.docker.removeContainer(w.name, { force: true }).then(
+        () => true,
+        () => false,
+      );
+      throw new ClassifiedFailure(
+        failureOf(
+          err,
+          where(`${w.name}/start`),
+          rolledBack ? FailureClass.ROLLED_BACK : FailureClass.ROLLBACK_FAILED,
+          log,
+        ),
+      );
+    }
+    try {
+      await waitHealthy(access, w);
+    } catch (err) {
+      throw new ClassifiedFailure(
+        failureOf(err, where(`${w.name}/health`), FailureClass.HARD, await logTail(access.docker, w.name)),
+      );
+    }
+    const action = { create: 'created', recreate: 'recreated', start: 'started' }[c.action];
+    change(st.step, nw.node, 'container', w.name, action, c.changed.join(', '), now() - t);
+    return 1;
   };
 
   /** Run-once work on the bootstrap node. */
@@ -587,6 +607,16 @@ export async function executeDeploy(
     );
     const over = (): RoleTally[] => rolesOverBudget(tallyRoles(nodes, failed), budget);
     if (over().length === 0) {
+      gates.clear();
+      for (const nw of nodes) {
+        for (const c of observed.get(nw.node)?.containers ?? []) {
+          const first = c.work.after;
+          const key = `${first}/${c.work.name}`;
+          // Only a bootstrap node that takes part in this phase is waited for.
+          if (first && !gates.has(key) && observed.get(first)?.containers.some((x) => x.work.name === c.work.name))
+            gates.set(key, new Gate());
+        }
+      }
       await runner(
         nodes
           .filter((nw) => observed.has(nw.node))
@@ -598,6 +628,9 @@ export async function executeDeploy(
               } catch (err) {
                 onNodeError(st, nw, failed, err, 'apply');
                 throw err;
+              } finally {
+                // A failed node opens its gates too: the others then succeed or fail on their own health.
+                for (const c of nw.containers) gates.get(`${nw.node}/${c.name}`)?.open();
               }
             },
           })),
@@ -645,6 +678,12 @@ export async function executeDeploy(
   const ok = failures.length === 0;
   journal.end(ok);
   return { ok, run: journal.run, ms: now() - t0, steps, changes, failures, ...(aborted ? { aborted } : {}) };
+}
+
+/** A one-way latch: `opened` resolves once `open()` was called. */
+class Gate {
+  open!: () => void;
+  readonly opened = new Promise<void>((resolve) => (this.open = resolve));
 }
 
 /** A task container that failed, with the end of its log. */

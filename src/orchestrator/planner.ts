@@ -36,6 +36,11 @@ export interface ContainerWork {
   readonly inputs: ContainerInputs;
   /** The service file's table for this container. */
   readonly definition: Container;
+  /**
+   * The node whose container of the same name must be running and healthy before this
+   * one is created or started (the service's bootstrap node, for `bootstrap_first` services).
+   */
+  readonly after?: string;
 }
 
 /** A config file to place on a node. */
@@ -141,10 +146,12 @@ export function planDeploy(plan: Plan, catalog: Catalog, filter: PlanFilter = {}
   const svc = (name: string): Service => catalog.services.get(name)!;
 
   // Containers of every node, with their per-input hashes.
+  const bootstrapOf = new Map(plan.services.map((s) => [s.name, s.bootstrap]));
   const containers = new Map<string, ContainerWork>();
   for (const node of plan.nodes) {
     for (const c of node.containers) {
       const service = svc(c.service);
+      const first = service.bootstrap_first ? bootstrapOf.get(c.service) : undefined;
       const definition = service.containers.find((d) => d.name === c.name)!;
       const reads = (service.config ?? []).filter((f) => !f.containers || f.containers.includes(c.name));
       const configs: Record<string, string> = {};
@@ -158,6 +165,7 @@ export function planDeploy(plan: Plan, catalog: Catalog, filter: PlanFilter = {}
         hash: c.hash,
         inputs: { image: c.image, options: sha256(canonicalJson(definition)), configs },
         definition,
+        ...(first && first !== node.name ? { after: first } : {}),
       });
     }
   }

@@ -242,6 +242,7 @@ export function buildPlan(input: PlanInput): PlanResult {
         backend_port: f.backend_port,
         mode: f.mode,
         check: f.check ?? '',
+        check_port: f.check_port ?? 0,
         active_backup: f.active_backup ?? false,
         binds: f.vip_networks.map((n) => apiHost(n)).filter((a) => a !== ''),
         backends: (serviceNodes.get(svc.name) ?? []).map((n) => ({ name: n, ip: input.addresses.get(n)?.[net] ?? '' })),

@@ -159,6 +159,13 @@ export const FrontendSchema = Type.Object(
     vip_networks: Type.Array(NetworkName, { minItems: 1, description: 'networks whose VIP listens' }),
     mode: Type.Union([Type.Literal('http'), Type.Literal('tcp')]),
     check: Type.Optional(Type.String({ description: 'HTTP health-check path' })),
+    check_port: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        maximum: 65535,
+        description: "port of the HTTP health check when it is not the backend's (Galera's clustercheck)",
+      }),
+    ),
     active_backup: Type.Optional(
       Type.Boolean({ description: 'one active backend, the others as backup (Galera writes)' }),
     ),
@@ -230,6 +237,12 @@ export const ServiceSchema = Type.Object(
     }),
     requires: Type.Optional(
       Type.Array(ServiceName, { default: [], description: 'services that must run in the cloud first' }),
+    ),
+    bootstrap_first: Type.Optional(
+      Type.Boolean({
+        description:
+          "the bootstrap node's containers start and become healthy before the other nodes' (cluster formation: Galera, RabbitMQ)",
+      }),
     ),
     containers: Type.Array(ContainerSchema, { minItems: 1 }),
     config: Type.Optional(Type.Array(ConfigFileSchema, { default: [] })),

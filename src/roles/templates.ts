@@ -12,6 +12,14 @@ hb.registerHelper('join', (list: unknown, sep: unknown) =>
   Array.isArray(list) ? list.join(typeof sep === 'string' ? sep : ',') : '',
 );
 hb.registerHelper('eq', (a: unknown, b: unknown) => a === b);
+/** Every occurrence of `from` in `text` replaced, e.g. an address as an Erlang tuple: `{{replace ip "." ","}}`. */
+hb.registerHelper('replace', (text: unknown, from: unknown, to: unknown) =>
+  String(text).split(String(from)).join(String(to)),
+);
+/** The items of `list` other than `item` (a node's peers). */
+hb.registerHelper('without', (list: unknown, item: unknown) =>
+  Array.isArray(list) ? list.filter((x) => x !== item) : [],
+);
 
 /** A compiled template. */
 export type Template = (context: object) => string;

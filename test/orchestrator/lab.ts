@@ -6,6 +6,7 @@
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, vi } from 'vitest';
+import { loadAll } from '../../src/cli/context.js';
 import { runDeploy, type DeployOpts } from '../../src/cli/deploy.js';
 import { runLabDown, runLabUp } from '../../src/cli/lab-up.js';
 import { pushImages } from '../../src/images/registry.js';
@@ -28,30 +29,46 @@ export async function quiet<T>(f: () => Promise<T>): Promise<T> {
   }
 }
 
+/** Optional choices of a deploy test lab. */
+export interface DeployLabOptions {
+  /** Lab topology preset (default 1ctl-1comp). */
+  readonly topology?: string;
+  /** Registry port on 127.0.0.1 (default: derived from `offset` and the pid). */
+  readonly registryPort?: number;
+  /** First virtual BMC port (default: derived from `offset` and the pid). */
+  readonly bmcPort?: number;
+}
+
+/** Seconds since `t0`, one decimal. */
+const since = (t0: number): string => ((Date.now() - t0) / 1000).toFixed(1);
+
 /** A deploy test lab. `offset` keeps ports of two labs apart. */
-export function deployLab(name: string, prefix: string, offset: number) {
+export function deployLab(name: string, prefix: string, offset: number, options: DeployLabOptions = {}) {
   let engine: LocalEngine | undefined;
   let pool: SshPool | undefined;
   // made in up(): a suite filtered out never creates (or leaks) its folder
   let dir: string | undefined;
   const inventoryOf = (): string => join(dir!, `${name}.yaml`);
-  const registry = `127.0.0.1:${18100 + offset + (process.pid % 200)}`;
+  const registry = `127.0.0.1:${options.registryPort ?? 18100 + offset + (process.pid % 200)}`;
   const labOpts = {
     kind: 'container',
     name,
     get inventory() {
       return inventoryOf();
     },
-    topology: '1ctl-1comp',
+    topology: options.topology ?? '1ctl-1comp',
     prefix,
-    bmcPort: String(18600 + 2 * offset + (process.pid % 150)),
+    bmcPort: String(options.bmcPort ?? 18600 + 2 * offset + (process.pid % 150)),
     registry,
     registryContainer: `stackctl-${name}-registry`,
     timeout: '60',
   };
   const labDeps = () => ({ engine: engine!, bin });
   const ctlAddress = `${prefix}.24.10`;
+  /** Seconds taken by `lab up` and by the image push of the last up(). */
+  const timings = { labUpS: 0, pushS: 0 };
   const lab = {
+    timings,
     get inventory(): string {
       return inventoryOf();
     },
@@ -60,7 +77,17 @@ export function deployLab(name: string, prefix: string, offset: number) {
     ctl(): Remote {
       return remoteFor(pool!, { name: 'ctl-0', address: ctlAddress });
     },
-    /** lab up, push `images`, wait for ctl-0's nested dockerd. */
+    /** A node over SSH, as deploy reaches it (its provisioning address from the lab's IPAM). */
+    node(node: string): Remote {
+      const address = loadAll({ inventory: inventoryOf() }).allocation.addresses.get(node)?.provisioning;
+      expect(address, `${node} is not a node of lab ${name}`).toBeDefined();
+      return remoteFor(pool!, { name: node, address: address! });
+    },
+    /** Stop a node's container, as a power loss would (`docker stop` of the node). */
+    async stopNode(node: string): Promise<void> {
+      await engine!.stop(`stackctl-${name}-${node}`, 10);
+    },
+    /** lab up, push `images`, wait for every node's nested dockerd. */
     async up(images: readonly string[]): Promise<void> {
       expect(existsSync(bin), 'the virtual BMC process runs the built stackctl: npm run build first').toBe(true);
       engine = await dockerOrFail();
@@ -68,21 +95,27 @@ export function deployLab(name: string, prefix: string, offset: number) {
       await testImages(engine, [...images, 'node', 'registry']);
       const t0 = Date.now();
       await quiet(() => runLabUp({ ...labOpts }, labDeps()));
+      timings.labUpS = Number(since(t0));
+      const t1 = Date.now();
       await pushImages(engine, release, registry, images, () => undefined);
-      process.stderr.write(`lab up + push ${images.join(', ')}: ${((Date.now() - t0) / 1000).toFixed(1)} s\n`);
+      timings.pushS = Number(since(t1));
+      process.stderr.write(`lab up ${timings.labUpS} s, push ${images.join(', ')} ${timings.pushS} s\n`);
       pool = openPool(inventoryOf());
-      for (let i = 0; i < 40; i++) {
-        if (
-          await lab
-            .ctl()
+      const nodes = loadAll({ inventory: inventoryOf() }).loaded.inventory.nodes.map((n) => n.name);
+      // A loaded machine can take a while to start the nested dockerds: a deploy must not meet a missing socket.
+      for (const node of nodes) {
+        let ready = false;
+        for (let i = 0; i < 240 && !ready; i++) {
+          ready = await lab
+            .node(node)
             .docker.version()
             .then(
               () => true,
               () => false,
-            )
-        )
-          break;
-        await new Promise((r) => setTimeout(r, 250));
+            );
+          if (!ready) await new Promise((r) => setTimeout(r, 250));
+        }
+        expect(ready, `${node}: its dockerd did not answer within 60 s`).toBe(true);
       }
     },
     async down(): Promise<void> {

@@ -1,0 +1,314 @@
+/**
+ * The HA control plane on a 3ctl-2comp container lab: Galera across the three controllers, a
+ * RabbitMQ cluster of three, HAProxy + keepalived holding the VIPs, Keystone behind them; then the
+ * keepalived master's node goes down and the cloud keeps issuing tokens. `npm run test:e2e:ha`.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadAll, planOf } from '../../../src/cli/context.js';
+import type { Remote } from '../../../src/remote/index.js';
+import { deployLab } from '../lab.js';
+
+const lab = deployLab('ha', '10.94', 900, { topology: '3ctl-2comp', registryPort: 15001, bmcPort: 16230 });
+const SERVICES = 'haproxy,keepalived,mariadb,rabbitmq,memcached,keystone';
+const IMAGES = ['haproxy', 'keepalived', 'mariadb', 'rabbitmq', 'memcached', 'keystone'];
+const CONTROLLERS = ['ctl-0', 'ctl-1', 'ctl-2'];
+const VIP = `${lab.prefix}.20.250`;
+const CLIENT_CNF = '/etc/mysql/mariadb.conf.d/stackctl/client.cnf';
+
+/** Phase -> seconds, printed at the end. */
+const timings: [string, number][] = [];
+const seconds = (t0: number): number => Math.round((Date.now() - t0) / 100) / 10;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Retry an async assertion until it passes or `seconds` ran out (then its last failure stands). */
+async function eventually(seconds: number, check: () => Promise<void>): Promise<void> {
+  const deadline = Date.now() + seconds * 1000;
+  for (;;) {
+    try {
+      return await check();
+    } catch (e) {
+      if (Date.now() > deadline) throw e;
+      await sleep(1000);
+    }
+  }
+}
+
+/** Galera status variables of one node, through its own client.cnf. */
+async function galera(node: Remote): Promise<Record<string, string>> {
+  const r = await node.docker.exec('mariadb', [
+    'mariadb',
+    `--defaults-extra-file=${CLIENT_CNF}`,
+    '-N',
+    '-e',
+    "SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_cluster_size', 'wsrep_local_state_comment', " +
+      "'wsrep_cluster_status', 'wsrep_cluster_state_uuid', 'wsrep_ready')",
+  ]);
+  expect(r.code, r.stderr).toBe(0);
+  return Object.fromEntries(
+    r.stdout
+      .trim()
+      .split('\n')
+      .map((l) => l.split('\t') as [string, string]),
+  );
+}
+
+/** `rabbitmqctl cluster_status` of one node, as JSON. */
+async function rabbitStatus(
+  node: Remote,
+): Promise<{ running_nodes: string[]; disk_nodes: string[]; cluster_name: string }> {
+  const r = await node.docker.exec('rabbitmq', ['rabbitmqctl', 'cluster_status', '--formatter', 'json'], {
+    timeoutMs: 60_000,
+  });
+  expect(r.code, r.stderr).toBe(0);
+  return JSON.parse(r.stdout) as { running_nodes: string[]; disk_nodes: string[]; cluster_name: string };
+}
+
+/** The controller that holds the internal_api VIP (the keepalived master), if any. */
+async function vipHolder(among: readonly string[]): Promise<string | undefined> {
+  for (const n of among) {
+    const r = await lab
+      .node(n)
+      .exec(['ip', '-o', '-4', 'addr', 'show'], { timeoutMs: 10_000 })
+      .catch(() => undefined);
+    if (r?.stdout.includes(`${VIP}/32`)) return n;
+  }
+  return undefined;
+}
+
+/** `openstack token issue` through the VIP, in the keystone container of `node`; retried up to `tries` s. */
+async function issueToken(node: string, tries: number): Promise<{ code: number; stdout: string; stderr: string }> {
+  const password = loadAll({ inventory: lab.inventory }).secrets!.services.get('keystone_admin_password')!;
+  let last = { code: -1, stdout: '', stderr: 'not tried' };
+  for (let i = 0; i < tries; i++) {
+    last = await lab
+      .node(node)
+      .exec(
+        [
+          'docker',
+          'exec',
+          '-e',
+          'OS_PASSWORD',
+          'keystone',
+          'openstack',
+          `--os-auth-url=http://${VIP}:5000/v3`,
+          '--os-username=admin',
+          '--os-project-name=admin',
+          '--os-user-domain-name=Default',
+          '--os-project-domain-name=Default',
+          '--os-identity-api-version=3',
+          'token',
+          'issue',
+          '-f',
+          'value',
+          '-c',
+          'expires',
+        ],
+        { timeoutMs: 60_000, env: { OS_PASSWORD: password } },
+      )
+      .catch((e: unknown) => ({ code: -1, stdout: '', stderr: String(e) }));
+    if (last.code === 0) return last;
+    await sleep(1000);
+  }
+  return last;
+}
+
+/** HAProxy's view of one proxy's servers on `node`: server name -> status (UP, DOWN, ...). */
+async function haproxyServers(node: string, proxy: string): Promise<Record<string, string>> {
+  const r = await lab
+    .node(node)
+    .docker.exec('haproxy', ['sh', '-c', 'echo "show stat" | socat stdio unix-connect:/run/haproxy/admin.sock']);
+  expect(r.code, r.stderr).toBe(0);
+  const out: Record<string, string> = {};
+  for (const line of r.stdout.split('\n')) {
+    const f = line.split(',');
+    if (f[0] === proxy && f[1] !== 'FRONTEND' && f[1] !== 'BACKEND') out[f[1]!] = f[17]!;
+  }
+  return out;
+}
+
+describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () => {
+  beforeAll(async () => {
+    await lab.up(IMAGES);
+    timings.push(['lab up (3ctl-2comp)', lab.timings.labUpS], ['image push (6 images)', lab.timings.pushS]);
+  }, 900_000);
+  afterAll(async () => {
+    // The timings first: a slow teardown on a busy machine must not hide them.
+    const table = (rows: [string, number][]) => rows.map(([k, v]) => `  ${k.padEnd(58)} ${v.toFixed(1)} s`).join('\n');
+    process.stderr.write('\ntest:e2e:ha timings\n' + table(timings) + '\n');
+    const t0 = Date.now();
+    await lab.down();
+    process.stderr.write(table([['lab down --purge', seconds(t0)]]) + '\n');
+  }, 600_000);
+
+  it('deploys Galera x3 (one bootstrap, two joiners by SST), RabbitMQ x3 and Keystone behind the VIP', async () => {
+    const t0 = Date.now();
+    const { report, text } = await lab.deploy({ services: SERVICES });
+    timings.push(['deploy (total)', seconds(t0)]);
+    for (const s of report?.steps ?? []) timings.push([`  deploy step ${s.step}`, s.ms / 1000]);
+    process.stderr.write(text);
+    expect(report?.ok, text).toBe(true);
+    // The joiners waited for the bootstrap node's server and broker.
+    for (const n of ['ctl-1', 'ctl-2']) {
+      expect(text).toMatch(new RegExp(`step 2 ${n}: container mariadb waited \\(for ctl-0\\)`));
+      expect(text).toMatch(new RegExp(`step 2 ${n}: container rabbitmq waited \\(for ctl-0\\)`));
+    }
+
+    // Galera: one cluster of three, every member Synced; only ctl-0 founded it.
+    const uuids = new Set<string>();
+    for (const n of CONTROLLERS) {
+      const g = await galera(lab.node(n));
+      expect(g, n).toMatchObject({
+        wsrep_cluster_size: '3',
+        wsrep_local_state_comment: 'Synced',
+        wsrep_cluster_status: 'Primary',
+        wsrep_ready: 'ON',
+      });
+      uuids.add(g.wsrep_cluster_state_uuid!);
+      const log = await lab.node(n).docker.logs('mariadb', { tail: 2000 });
+      const decisions = (log.stdout + log.stderr).split('\n').filter((l) => l.startsWith('galera: '));
+      expect(decisions, n).toEqual([
+        n === 'ctl-0'
+          ? 'galera: no cluster state in /var/lib/mysql and no peer answers: founding a new cluster'
+          : `galera: MariaDB answers on ${lab.prefix}.20.10: joining its cluster`,
+      ]);
+    }
+    expect(uuids.size).toBe(1);
+
+    // RabbitMQ: one cluster named after the cloud, three running nodes, seen alike from each.
+    for (const n of CONTROLLERS) {
+      const st = await rabbitStatus(lab.node(n));
+      expect(st.cluster_name).toBe('ha');
+      expect([...st.running_nodes].sort()).toEqual(['rabbit@ctl-0', 'rabbit@ctl-1', 'rabbit@ctl-2']);
+    }
+
+    // HAProxy: Galera behind the DB VIP, one writer and two backups; every Keystone backend up.
+    const cfg = await lab.node('ctl-1').exec(['cat', '/etc/stackctl/haproxy/haproxy.cfg'], { timeoutMs: 10_000 });
+    const mariadbListen = cfg.stdout.split('\nlisten ').find((b) => b.startsWith('mariadb'))!;
+    expect(mariadbListen).toContain(`bind ${VIP}:3306`);
+    expect(mariadbListen.match(/^ {2}server ctl-\d \S+:3306 check.*$/gm)).toEqual([
+      `  server ctl-0 ${lab.prefix}.20.10:3306 check port 9200 inter 2000 rise 2 fall 5`,
+      `  server ctl-1 ${lab.prefix}.20.11:3306 check port 9200 inter 2000 rise 2 fall 5 backup`,
+      `  server ctl-2 ${lab.prefix}.20.12:3306 check port 9200 inter 2000 rise 2 fall 5 backup`,
+    ]);
+    // HAProxy's check of a Galera member: clustercheck on port 9200 says whether it is Synced.
+    for (const [i, n] of CONTROLLERS.entries()) {
+      const r = await lab
+        .node('ctl-0')
+        .docker.exec('haproxy', ['curl', '-s', '-w', ' %{http_code}', `http://${lab.prefix}.20.1${i}:9200/`]);
+      expect(r.stdout.trim(), n).toBe('galera: Synced\n 200');
+    }
+    // Keystone reaches the database through the VIP, never a single controller.
+    for (const n of CONTROLLERS) {
+      const r = await lab
+        .node(n)
+        .exec(
+          [
+            'grep',
+            '-c',
+            `^connection = mysql+pymysql://keystone:.*@${VIP}/keystone$`,
+            '/etc/stackctl/keystone/keystone.conf',
+          ],
+          {
+            timeoutMs: 10_000,
+          },
+        );
+      expect(r.stdout.trim(), n).toBe('1');
+    }
+    // Services that use oslo.messaging list every RabbitMQ node in transport_url (nova here).
+    const all = loadAll({ inventory: lab.inventory });
+    const nova = planOf(all).rendered.get('ctl-0')!.get('/etc/stackctl/nova-api/nova.conf')!;
+    const url = /^transport_url = (.*)$/m.exec(nova)![1]!;
+    expect(url.match(/@[\d.]+:5672/g)).toEqual(CONTROLLERS.map((_, i) => `@${lab.prefix}.20.1${i}:5672`));
+
+    const t1 = Date.now();
+    const token = await issueToken('ctl-0', 30);
+    timings.push(['first token through the VIP (incl. HAProxy checks)', seconds(t1)]);
+    expect(token.code, token.stderr).toBe(0);
+    expect(token.stdout.trim()).toMatch(/^\d{4}-\d\d-\d\d/);
+    // (rise 2 x inter 2 s after the last backend came up)
+    await eventually(20, async () => {
+      for (const n of CONTROLLERS) {
+        expect(await haproxyServers(n, 'keystone'), n).toEqual({ 'ctl-0': 'UP', 'ctl-1': 'UP', 'ctl-2': 'UP' });
+        expect(await haproxyServers(n, 'mariadb'), n).toEqual({ 'ctl-0': 'UP', 'ctl-1': 'UP', 'ctl-2': 'UP' });
+      }
+    });
+  });
+
+  it('a re-deploy changes nothing, and a wiped bootstrap node joins the cluster instead of founding a second one', async () => {
+    const t0 = Date.now();
+    const again = await lab.deploy({ services: SERVICES });
+    timings.push(['no-op re-deploy', seconds(t0)]);
+    expect(again.report?.changes, again.text).toBe(0);
+
+    const before = (await galera(lab.node('ctl-1'))).wsrep_cluster_state_uuid;
+    // ctl-0 loses its MariaDB container and data: the next deploy recreates it on an empty volume.
+    const wipe = await lab
+      .node('ctl-0')
+      .exec(['sh', '-c', 'docker rm -f mariadb && docker volume rm mariadb_data'], { timeoutMs: 60_000 });
+    expect(wipe.code, wipe.stderr).toBe(0);
+    const t1 = Date.now();
+    const redo = await lab.deploy({ services: 'mariadb' });
+    timings.push(['re-deploy of a wiped bootstrap node (SST)', seconds(t1)]);
+    expect(redo.report?.ok, redo.text).toBe(true);
+    expect(redo.text).toMatch(/step 2 ctl-0: container mariadb created/);
+    const log = await lab.node('ctl-0').docker.logs('mariadb', { tail: 2000 });
+    expect((log.stdout + log.stderr).split('\n').filter((l) => l.startsWith('galera: '))).toEqual([
+      `galera: MariaDB answers on ${lab.prefix}.20.11: joining its cluster`,
+    ]);
+    for (const n of CONTROLLERS) {
+      expect(await galera(lab.node(n)), n).toMatchObject({
+        wsrep_cluster_size: '3',
+        wsrep_local_state_comment: 'Synced',
+        wsrep_cluster_state_uuid: before,
+      });
+    }
+  });
+
+  it("the keepalived master's node goes down: the VIP moves, Galera keeps quorum with 2 of 3, tokens are still issued", async () => {
+    const master = await vipHolder(CONTROLLERS);
+    expect(master, 'some controller holds the VIP').toBeDefined();
+    const survivors = CONTROLLERS.filter((n) => n !== master);
+    process.stderr.write(`keepalived master: ${master}; stopping its node\n`);
+
+    const t0 = Date.now();
+    await lab.stopNode(master!);
+    timings.push([`docker stop of ${master}'s node`, seconds(t0)]);
+    let holder: string | undefined;
+    for (let i = 0; i < 120 && !holder; i++) {
+      holder = await vipHolder(survivors);
+      if (!holder) await sleep(250);
+    }
+    timings.push([`VIP moved to ${holder ?? 'nobody'} (from the stop)`, seconds(t0)]);
+    expect(holder, 'the VIP on a surviving controller').toBeDefined();
+
+    const t1 = Date.now();
+    const token = await issueToken(survivors[0]!, 60);
+    timings.push(['token through the VIP after failover (from the move)', seconds(t1)]);
+    timings.push(['failover: node stop -> token issued', seconds(t0)]);
+    expect(token.code, token.stderr).toBe(0);
+    expect(token.stdout.trim()).toMatch(/^\d{4}-\d\d-\d\d/);
+
+    // Galera evicts the silent member after its suspect/inactive timeouts (5-15 s); the two left are the majority.
+    const t3 = Date.now();
+    await eventually(60, async () => {
+      for (const n of survivors) {
+        expect(await galera(lab.node(n)), n).toMatchObject({
+          wsrep_cluster_size: '2',
+          wsrep_cluster_status: 'Primary',
+          wsrep_local_state_comment: 'Synced',
+        });
+      }
+    });
+    timings.push(['Galera down to 2 members, Primary (from the token)', seconds(t3)]);
+    // RabbitMQ: the two survivors (the majority under pause_minority) keep running as one cluster;
+    // the lost node leaves running_nodes only after Erlang's net_ticktime.
+    for (const n of survivors) {
+      const st = await rabbitStatus(lab.node(n));
+      expect(st.running_nodes, n).toEqual(expect.arrayContaining(survivors.map((x) => `rabbit@${x}`)));
+    }
+    // A second token, now that HAProxy has marked the dead backends down.
+    const t2 = Date.now();
+    expect((await issueToken(survivors[1]!, 10)).code).toBe(0);
+    timings.push(['a second token after failover', seconds(t2)]);
+  });
+});
