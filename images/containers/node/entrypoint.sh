@@ -11,6 +11,9 @@ done
 mkdir -p /run/sshd /etc/docker /var/log
 # daemon.json is written by stackctl before start; a default keeps a bare run usable.
 [ -s /etc/docker/daemon.json ] || echo '{"storage-driver":"overlay2"}' > /etc/docker/daemon.json
+# After a stop/start (a power cycle through the node's BMC) the pid files of the
+# previous boot are still there; dockerd refuses to start while its own exists.
+rm -f /var/run/docker.pid /run/docker.pid /var/run/docker/containerd/containerd.pid /run/sshd.pid
 /usr/sbin/sshd -E /var/log/sshd.log
 dockerd >/var/log/dockerd.log 2>&1 &
 # PID 1 stays a shell loop so `docker stop` (SIGTERM) ends the node promptly.

@@ -149,6 +149,16 @@ describe('stackctl lab up --kind container --topology 1ctl-1comp (real dockerd)'
       if (!ok) await new Promise((r) => setTimeout(r, 250));
     }
     expect(ok).toBe(true);
+    // the node's own dockerd comes back too (a stale pid file from the previous boot must not stop it)
+    let docker = false;
+    for (let i = 0; i < 60 && !docker; i++) {
+      docker = await ssh('10.97.24.10', 'docker info --format "{{.ServerVersion}}" >/dev/null').then(
+        () => true,
+        () => false,
+      );
+      if (!docker) await new Promise((r) => setTimeout(r, 500));
+    }
+    expect(docker, 'dockerd on ctl-0 answers after the power cycle').toBe(true);
   }, 120_000);
 
   it('changes nothing when run again', async () => {
