@@ -6,10 +6,12 @@
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, vi } from 'vitest';
+import { loadAll } from '../../src/cli/context.js';
 import { runDeploy, type DeployOpts } from '../../src/cli/deploy.js';
 import { runLabDown, runLabUp } from '../../src/cli/lab-up.js';
 import { pushImages } from '../../src/images/registry.js';
 import { journalFileFor, parseJournal, type JournalRecord } from '../../src/orchestrator/journal.js';
+import { LABEL } from '../../src/orchestrator/state.js';
 import type { LocalEngine } from '../../src/remote/docker-local.js';
 import { openPool, remoteFor, type Remote, type SshPool } from '../../src/remote/index.js';
 import { tempDir } from '../helpers/cli.js';
@@ -51,6 +53,7 @@ export function deployLab(name: string, prefix: string, offset: number) {
   };
   const labDeps = () => ({ engine: engine!, bin });
   const ctlAddress = `${prefix}.24.10`;
+  const remotes = new Map<string, Remote>();
   const lab = {
     get inventory(): string {
       return inventoryOf();
@@ -86,6 +89,8 @@ export function deployLab(name: string, prefix: string, offset: number) {
       }
     },
     async down(): Promise<void> {
+      for (const r of remotes.values()) await r.close().catch(() => undefined);
+      remotes.clear();
       await pool?.close();
       if (engine && dir) {
         const inventory = inventoryOf();
@@ -104,6 +109,35 @@ export function deployLab(name: string, prefix: string, offset: number) {
     },
     journal(): JournalRecord[] {
       return parseJournal(readFileSync(journalFileFor(inventoryOf()), 'utf8'));
+    },
+    /** Every node of the inventory, by name. */
+    nodes(): string[] {
+      return loadAll({ inventory: inventoryOf() }).loaded.inventory.nodes.map((n) => n.name);
+    },
+    /** Any node over SSH at its provisioning address (one Remote per node, closed by down()). */
+    remote(name: string): Remote {
+      let r = remotes.get(name);
+      if (!r) {
+        const address = loadAll({ inventory: inventoryOf() }).allocation.addresses.get(name)?.provisioning;
+        if (!address) throw new Error(`no node ${name} with a provisioning address in ${inventoryOf()}`);
+        remotes.set(name, (r = remoteFor(pool!, { name, address })));
+      }
+      return r;
+    },
+    /**
+     * StartedAt of every container the deploy made, on every node, keyed
+     * `node/container`: equal maps mean nothing was restarted.
+     */
+    async startedAt(): Promise<Map<string, string>> {
+      const out = new Map<string, string>();
+      for (const n of lab.nodes()) {
+        const docker = lab.remote(n).docker;
+        for (const c of await docker.listContainers({ labels: { [LABEL.cloud]: name } })) {
+          const info = await docker.inspectContainer(c.name);
+          if (info) out.set(`${n}/${c.name}`, info.state.startedAt);
+        }
+      }
+      return new Map([...out].sort(([a], [b]) => a.localeCompare(b)));
     },
   };
   return lab;
