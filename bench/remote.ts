@@ -14,8 +14,18 @@
  * busybox-static and ansible-core. Host key checking is off for Ansible in
  * this benchmark only; stackctl checks keys as always (recorded up front).
  */
-import { execFileSync, spawnSync } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import {
+  closeSync,
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pLimit from 'p-limit';
@@ -71,7 +81,7 @@ async function stackctlRun(hosts: readonly TestSshd[], tasks: number, knownHosts
   return ms;
 }
 
-function ansibleRun(hosts: readonly TestSshd[], tasks: number, dir: string): number {
+async function ansibleRun(hosts: readonly TestSshd[], tasks: number, dir: string): Promise<number> {
   const inventory = [
     '[nodes]',
     ...hosts.map(
@@ -106,18 +116,28 @@ display_ok_hosts = False
 display_skipped_hosts = False
 [ssh_connection]
 pipelining = True
+transfer_method = piped
 ssh_args = -o ControlMaster=auto -o ControlPersist=30s -o UserKnownHostsFile=/dev/null
 control_path_dir = ${dir}/cp
 `,
   );
   const started = performance.now();
-  const r = spawnSync('ansible-playbook', ['-i', join(dir, 'hosts.ini'), join(dir, 'play.yml')], {
+  // Not spawnSync: it would stop this process's event loop, and with it the reading of the test
+  // sshds' stderr (their VERBOSE log); once that pipe is full, sshd blocks and so does Ansible (it
+  // hung after ~19 `copy` items per host). Output to a file: the ControlPersist masters inherit
+  // ansible's output descriptors and would keep a pipe open after it exits.
+  const log = openSync(join(dir, 'ansible.log'), 'w');
+  const child = spawn('ansible-playbook', ['-i', join(dir, 'hosts.ini'), join(dir, 'play.yml')], {
     cwd: dir,
     env: { ...process.env, ANSIBLE_CONFIG: join(dir, 'ansible.cfg') },
-    encoding: 'utf8',
+    stdio: ['ignore', log, log],
   });
+  const status = await new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  closeSync(log);
   const ms = performance.now() - started;
-  if (r.status !== 0) throw new Error(`ansible-playbook failed (${r.status}): ${r.stdout}\n${r.stderr}`);
+  if (status !== 0) {
+    throw new Error(`ansible-playbook failed (${status}): ${readFileSync(join(dir, 'ansible.log'), 'utf8')}`);
+  }
   return ms;
 }
 
@@ -148,7 +168,7 @@ async function main(): Promise<void> {
     console.log(`${nHosts} hosts x ${tasks} tasks (write a file, read it back, docker inspect) = ${ops} tasks`);
     const ours = await stackctlRun(hosts, tasks, knownHosts);
     console.log(`stackctl pool:     ${(ours / 1000).toFixed(2)} s  (${(ops / (ours / 1000)).toFixed(0)} tasks/s)`);
-    const theirs = ansibleRun(hosts, tasks, dir);
+    const theirs = await ansibleRun(hosts, tasks, dir);
     console.log(`ansible-playbook:  ${(theirs / 1000).toFixed(2)} s  (${(ops / (theirs / 1000)).toFixed(1)} tasks/s)`);
     console.log(`ratio:             ${(theirs / ours).toFixed(1)}x`);
   } finally {

@@ -1,20 +1,40 @@
-import { spawn } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+/**
+ * The identity tier on a `1ctl-1comp` container lab, deployed by `stackctl
+ * deploy` as an operator would: HAProxy and keepalived (the VIPs), MariaDB,
+ * memcached and Keystone; then what a re-run, a changed setting, a crash and
+ * bad input do to it. Everything is real: lab nodes with their own sshd and
+ * dockerd, images pulled from the lab registry, the OpenStack client.
+ */
+import { execFileSync, spawn } from 'node:child_process';
+import { cpSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
+import { loadAll } from '../../src/cli/context.js';
 import type { DeployOpts } from '../../src/cli/deploy.js';
+import { defaultRolesDir } from '../../src/core/paths.js';
+import { labPaths, sshBanner } from '../../src/lab/nodes/lab.js';
 import { effectKey, journalFileFor, parseJournal, type JournalRecord } from '../../src/orchestrator/journal.js';
 import { LABEL } from '../../src/orchestrator/state.js';
-import type { ContainerInfo } from '../../src/remote/index.js';
+import { generateEd25519, parsePublicKey, type ContainerInfo } from '../../src/remote/index.js';
+import { imageRef } from '../../src/roles/release.js';
+import { runCli, tempDir } from '../helpers/cli.js';
+import { release } from '../images/fixture.js';
 import { deployLab, root } from './lab.js';
 
-const lab = deployLab('deploytest', '10.93', 0);
-const PREFIX = lab.prefix;
-const CTL_INTERNAL_API = `${PREFIX}.20.10`;
-const IMAGE = `${PREFIX}.24.1:5000/stackctl/memcached:zed-1`;
+const lab = deployLab('deployid', '10.88', 900);
+const P = lab.prefix;
+const SERVICES = 'haproxy,keepalived,mariadb,memcached,keystone';
+const IMAGES = ['haproxy', 'keepalived', 'mariadb', 'memcached', 'keystone'];
+const CTL_INTERNAL_API = `${P}.20.10`;
+const INTERNAL_VIP = `${P}.20.250`;
+const EXTERNAL_VIP = `${P}.10.250`;
+const MEMCACHED_IMAGE = `${P}.24.1:5000/stackctl/memcached:zed-1`;
+/** The OpenStack client (Debian's python3-openstackclient) as the images carry it: run on the deploy host. */
+const CLIENT_IMAGE = imageRef(release, 'openstack-base')!;
 
-/** memcached's answer to `stats` at host:port, from this machine over the lab network. */
+/** A service's answer to `stats` at host:port, from this machine over the lab network. */
 function memcachedStats(host: string, port = 11211): Promise<string> {
   return new Promise((resolve, reject) => {
     const sock = createConnection({ host, port });
@@ -27,145 +47,345 @@ function memcachedStats(host: string, port = 11211): Promise<string> {
   });
 }
 
-describe('stackctl deploy on lab container nodes (1ctl-1comp, memcached)', () => {
-  const deploy = (extra: Partial<DeployOpts> = {}) => lab.deploy({ services: 'memcached', ...extra });
-  const ctl = () => lab.ctl();
-  const inspect = async (name = 'memcached'): Promise<ContainerInfo | undefined> => ctl().docker.inspectContainer(name);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const secret = (name: string): string => loadAll({ inventory: lab.inventory }).secrets!.services.get(name)!.reveal();
+
+/** `openstack token issue` inside ctl-0's keystone container, against the internal VIP. */
+async function tokenInsideNode(): Promise<{ code: number; stdout: string; stderr: string }> {
+  const args = [
+    'docker',
+    'exec',
+    '-e',
+    'OS_PASSWORD',
+    'keystone',
+    'openstack',
+    `--os-auth-url=http://${INTERNAL_VIP}:5000/v3`,
+    '--os-username=admin',
+    '--os-project-name=admin',
+    '--os-user-domain-name=Default',
+    '--os-project-domain-name=Default',
+    '--os-identity-api-version=3',
+    'token',
+    'issue',
+    '-f',
+    'value',
+    '-c',
+    'expires',
+  ];
+  // HAProxy marks a new backend up after two good checks (inter 2 s) once uwsgi answers.
+  let r = { code: -1, stdout: '', stderr: '' };
+  for (let n = 0; n < 40; n++) {
+    r = await lab.ctl().exec(args, { timeoutMs: 60_000, env: { OS_PASSWORD: secret('keystone_admin_password') } });
+    if (r.code === 0) break;
+    await sleep(1000);
+  }
+  return r;
+}
+
+/** The OpenStack client on this machine: source the openrc file, then run `openstack ...`. */
+function clientWithOpenrc(openrc: string, args: string): string {
+  return execFileSync(
+    'docker',
+    [
+      'run',
+      '--rm',
+      '--network',
+      'host',
+      '-v',
+      `${openrc}:/root/openrc:ro`,
+      CLIENT_IMAGE,
+      'sh',
+      '-c',
+      `. /root/openrc && openstack ${args}`,
+    ],
+    { encoding: 'utf8', timeout: 120_000 },
+  );
+}
+
+/** Map entries whose value differs between two StartedAt snapshots. */
+const restarted = (before: Map<string, string>, after: Map<string, string>): string[] =>
+  [...after].filter(([k, v]) => before.get(k) !== v).map(([k]) => k);
+
+/** Rows of a dry-run table that predict a change. */
+const predictedChanges = (text: string): string[][] =>
+  text
+    .split('\n')
+    .filter((l) => /^\d\s/.test(l))
+    .filter((l) => !/\b(unchanged|done)\b/.test(l))
+    .map((l) => l.split(/\s+/).slice(0, 5));
+
+/** Run `f` with the inventory rewritten by `edit`, restoring it afterwards. */
+async function withInventory<T>(edit: (text: string) => string, f: () => Promise<T>): Promise<T> {
+  const text = readFileSync(lab.inventory, 'utf8');
+  const changed = edit(text);
+  expect(changed).not.toBe(text);
+  writeFileSync(lab.inventory, changed);
+  try {
+    return await f();
+  } finally {
+    writeFileSync(lab.inventory, text);
+    process.exitCode = undefined;
+  }
+}
+
+/** Temporary folders of the tests, removed at the end. */
+const temps: string[] = [];
+const temp = (prefix: string): string => {
+  const d = tempDir(prefix);
+  temps.push(d);
+  return d;
+};
+
+/** A copy of the shipped roles folder with one YAML file changed (`stackctl deploy --roles DIR`). */
+function rolesWith(file: string, change: (doc: Record<string, unknown>) => void): string {
+  const dir = join(temp('stackctl-roles-'), 'roles');
+  cpSync(defaultRolesDir(), dir, { recursive: true });
+  const path = join(dir, file);
+  const doc = parseYaml(readFileSync(path, 'utf8')) as Record<string, unknown>;
+  change(doc);
+  writeFileSync(path, stringifyYaml(doc));
+  return dir;
+}
+
+describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
+  const deploy = (extra: Partial<DeployOpts> = {}) => lab.deploy({ services: SERVICES, ...extra });
+  const inspect = async (name = 'memcached'): Promise<ContainerInfo | undefined> =>
+    lab.ctl().docker.inspectContainer(name);
   const journal = (): JournalRecord[] => lab.journal();
 
-  beforeAll(() => lab.up(['memcached']), 600_000);
-  afterAll(() => lab.down(), 120_000);
+  beforeAll(() => lab.up(IMAGES), 1_200_000);
+  afterAll(async () => {
+    for (const d of temps) rmSync(d, { recursive: true, force: true });
+    await lab.down();
+  }, 180_000);
 
-  it('deploys memcached on ctl-0: running with the hash label, answering on its internal_api address', async () => {
+  it('steps 1-4: VIPs on ctl-0, MariaDB, memcached, the keystone database, db_sync, bootstrap, a token through the VIP', async () => {
     const t0 = Date.now();
     const { report, text } = await deploy();
-    process.stderr.write(`deploy memcached (pull included): ${((Date.now() - t0) / 1000).toFixed(1)} s\n`);
+    process.stderr.write(`deploy ${SERVICES} (pulls included): ${((Date.now() - t0) / 1000).toFixed(1)} s\n`);
     expect(report?.ok, text).toBe(true);
-    expect(text).toMatch(/step 2 ctl-0: container memcached created/);
-    const c = await inspect();
-    expect(c?.state.running).toBe(true);
-    expect(c?.labels[LABEL.hash]).toMatch(/^[0-9a-f]{64}$/);
-    expect(c?.labels[LABEL.service]).toBe('memcached');
-    expect(c?.labels[LABEL.cloud]).toBe('deploytest');
+    for (const c of IMAGES) expect(text).toMatch(new RegExp(`step \\d ctl-0: container ${c} created`));
+    expect(text).toMatch(/database keystone\/keystone ran/);
+    expect(text).toMatch(/task keystone\/db-sync ran/);
+    expect(text).toMatch(/task keystone\/bootstrap ran/);
+
+    // keepalived holds both VIPs on ctl-0.
+    const addr = await lab.ctl().exec(['ip', '-o', '-4', 'addr', 'show'], { timeoutMs: 10_000 });
+    expect(addr.stdout).toContain(`${INTERNAL_VIP}/32`);
+    expect(addr.stdout).toContain(`${EXTERNAL_VIP}/32`);
+
+    // memcached: labelled with its hash, answering on its internal_api address, its config file 0644.
+    const mc = await inspect();
+    expect(mc?.state.running).toBe(true);
+    expect(mc?.labels[LABEL.hash]).toMatch(/^[0-9a-f]{64}$/);
+    expect(mc?.labels[LABEL.service]).toBe('memcached');
+    expect(mc?.labels[LABEL.cloud]).toBe('deployid');
     expect(await memcachedStats(CTL_INTERNAL_API)).toMatch(/STAT limit_maxbytes 67108864/); // 64 MB, the default
-    // The config file went up with its mode.
-    const st = await ctl().exec(['stat', '-c', '%a', '/etc/stackctl/memcached/options'], { timeoutMs: 10_000 });
+    const st = await lab.ctl().exec(['stat', '-c', '%a', '/etc/stackctl/memcached/options'], { timeoutMs: 10_000 });
     expect(st.stdout.trim()).toBe('644');
+
+    // MariaDB: a single node (no wsrep), bound to its internal_api address, healthy through the rendered client.cnf.
+    const db = await lab
+      .ctl()
+      .docker.exec('mariadb', [
+        'mariadb',
+        '--defaults-extra-file=/etc/mysql/mariadb.conf.d/stackctl/client.cnf',
+        '-N',
+        '-e',
+        'SELECT @@bind_address, @@wsrep_on',
+      ]);
+    expect(db.stdout.trim().split(/\s+/)).toEqual([CTL_INTERNAL_API, '0']);
+
+    const token = await tokenInsideNode();
+    expect(token.code, token.stderr).toBe(0);
+    expect(token.stdout.trim()).toMatch(/^\d{4}-\d\d-\d\d/);
+
+    // Passwords went to the nodes in files and over stdin, never into the event log.
+    const events = readFileSync(lab.inventory.replace(/\.yaml$/, '.events.jsonl'), 'utf8');
+    expect(events).toContain('deploy.change');
+    for (const s of ['keystone_db_password', 'keystone_admin_password', 'mariadb_root_password'])
+      expect(events).not.toContain(secret(s));
+  }, 900_000);
+
+  it('stackctl openrc: the file, sourced by the OpenStack client on the deploy host, gets a token through the public VIP', async () => {
+    const openrc = join(temp('stackctl-openrc-'), 'admin.openrc');
+    const r = await runCli('openrc', '-i', lab.inventory, '-o', openrc);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).not.toContain(secret('keystone_admin_password'));
+    expect(statSync(openrc).mode & 0o777).toBe(0o600);
+    expect(readFileSync(openrc, 'utf8')).toContain(`OS_AUTH_URL='http://${EXTERNAL_VIP}:5000/v3'`);
+    const out = clientWithOpenrc(openrc, 'token issue -f value -c expires -c user_id');
+    expect(out.trim()).toMatch(/^\d{4}-\d\d-\d\d\S*\n[0-9a-f]{32}$/);
+    // The catalog bootstrap wrote: identity endpoints on the VIPs.
+    const endpoints = clientWithOpenrc(openrc, 'endpoint list --service identity -f value -c Interface -c URL');
+    expect(endpoints).toContain(`public http://${EXTERNAL_VIP}:5000/v3`);
+    expect(endpoints).toContain(`internal http://${INTERNAL_VIP}:5000/v3`);
   }, 300_000);
 
-  it('a second deploy restarts nothing and says so', async () => {
-    const before = await inspect();
+  it('a second deploy restarts nothing (StartedAt of every container unchanged) and says so', async () => {
+    const before = await lab.startedAt();
+    expect([...before.keys()]).toEqual(IMAGES.map((c) => `ctl-0/${c}`).sort());
     const t0 = Date.now();
     const { report, text } = await deploy();
-    process.stderr.write(`no-op redeploy: ${((Date.now() - t0) / 1000).toFixed(1)} s\n`);
+    process.stderr.write(`no-op redeploy of ${SERVICES}: ${((Date.now() - t0) / 1000).toFixed(1)} s\n`);
     expect(report?.ok, text).toBe(true);
     expect(report?.changes).toBe(0);
-    expect(text).toMatch(/container memcached unchanged/);
-    expect((await inspect())?.state.startedAt).toBe(before?.state.startedAt);
-  }, 120_000);
+    for (const c of IMAGES) expect(text).toMatch(new RegExp(`container ${c} unchanged`));
+    expect(await lab.startedAt()).toEqual(before);
+  }, 180_000);
 
-  it('a changed setting: --dry-run predicts the recreate naming the config file, deploy recreates only memcached', async () => {
-    const before = await inspect();
+  it("a changed memcached setting: --dry-run predicts memcached's config and container, and deploy restarts only those", async () => {
+    const before = await lab.startedAt();
     const text = readFileSync(lab.inventory, 'utf8');
     writeFileSync(lab.inventory, text.replace('  settings:\n', '  settings:\n    memcached_memory_mb: 32\n'));
     const dry = await deploy({ dryRun: true });
-    const rows = dry.text.split('\n').filter((l) => /^\d\s/.test(l));
-    expect(rows.filter((l) => !/\b(unchanged|done)\b/.test(l)).map((l) => l.split(/\s+/).slice(0, 5))).toEqual([
+    expect(predictedChanges(dry.text)).toEqual([
       ['2', 'ctl-0', 'config', '/etc/stackctl/memcached/options', 'upload'],
       ['2', 'ctl-0', 'container', 'memcached', 'recreate'],
     ]);
     expect(dry.text).toMatch(/memcached\s+recreate\s+config \/etc\/stackctl\/memcached\/options/);
-    expect((await inspect())?.id).toBe(before?.id); // a dry run changes nothing
+    expect(await lab.startedAt()).toEqual(before); // a dry run changes nothing
 
     const { report, text: out } = await deploy();
     expect(report?.ok, out).toBe(true);
     expect(out).toMatch(/container memcached recreated \(config \/etc\/stackctl\/memcached\/options\)/);
-    const after = await inspect();
-    expect(after?.id).not.toBe(before?.id);
+    const after = await lab.startedAt();
+    expect([...after.keys()]).toEqual([...before.keys()]);
+    // exactly the containers the dry run named
+    const predicted = predictedChanges(dry.text)
+      .filter((r) => r[2] === 'container')
+      .map((r) => `${r[1]}/${r[3]}`);
+    expect(restarted(before, after)).toEqual(predicted);
     expect(await memcachedStats(CTL_INTERNAL_API)).toMatch(/STAT limit_maxbytes 33554432/);
   }, 180_000);
 
   it('an image missing from the registry fails the step naming image and registry, with nothing stopped', async () => {
     const before = await inspect();
-    const text = readFileSync(lab.inventory, 'utf8');
-    writeFileSync(lab.inventory, text.replace(`registry: ${PREFIX}.24.1:5000`, `registry: ${PREFIX}.24.1:5999`));
-    try {
-      const dry = await deploy({ dryRun: true });
-      expect(dry.text).toMatch(/memcached\s+recreate\s+image/);
-      const { report, text: out } = await deploy();
-      expect(report?.ok).toBe(false);
-      expect(report?.failures).toHaveLength(1);
-      expect(report?.failures[0]).toMatchObject({ code: 'E_IMAGE_PULL', class: 'retryable' });
-      expect(report?.failures[0]?.message).toContain(`${PREFIX}.24.1:5999/stackctl/memcached:zed-1`);
-      expect(report?.failures[0]?.message).toContain(`registry ${PREFIX}.24.1:5999`);
-      expect(out).toMatch(/aborted after step 2: failure budget exceeded by Controller \(1\/1\)/);
-      const after = await inspect();
-      expect([after?.id, after?.state.running, after?.state.startedAt]).toEqual([
-        before?.id,
-        true,
-        before?.state.startedAt,
-      ]);
-    } finally {
-      writeFileSync(lab.inventory, text);
-      process.exitCode = undefined;
-    }
+    await withInventory(
+      (t) => t.replace(`registry: ${P}.24.1:5000`, `registry: ${P}.24.1:5999`),
+      async () => {
+        const dry = await deploy({ services: 'memcached', dryRun: true });
+        expect(dry.text).toMatch(/memcached\s+recreate\s+image/);
+        const { report, text: out } = await deploy({ services: 'memcached' });
+        expect(report?.ok).toBe(false);
+        expect(report?.failures).toHaveLength(1);
+        expect(report?.failures[0]).toMatchObject({ code: 'E_IMAGE_PULL', class: 'retryable' });
+        expect(report?.failures[0]?.message).toContain(`${P}.24.1:5999/stackctl/memcached:zed-1`);
+        expect(report?.failures[0]?.message).toContain(`registry ${P}.24.1:5999`);
+        expect(out).toMatch(/aborted after step 2: failure budget exceeded by Controller \(1\/1\)/);
+      },
+    );
+    const after = await inspect();
+    expect([after?.id, after?.state.running, after?.state.startedAt]).toEqual([
+      before?.id,
+      true,
+      before?.state.startedAt,
+    ]);
   }, 120_000);
 
+  it('a healthcheck that never passes fails the step with the last 50 lines of the container log', async () => {
+    // A memcached that runs but never reports healthy, after printing 80 numbered lines.
+    const roles = rolesWith('services/memcached.yaml', (svc) => {
+      const [c] = svc.containers as Record<string, unknown>[];
+      c!.command = [
+        'sh',
+        '-c',
+        'for i in $(seq 1 80); do echo "startup line $i"; done; exec memcached -u memcache $(grep -v "^#" /etc/memcached/options)',
+      ];
+      c!.healthcheck = { test: ['sh', '-c', 'exit 1'], interval_s: 1, timeout_s: 1, retries: 1 };
+    });
+    const t0 = Date.now();
+    const { report, text } = await deploy({ services: 'memcached', roles });
+    process.exitCode = undefined;
+    expect(report?.ok).toBe(false);
+    expect(report?.failures).toHaveLength(1);
+    expect(report?.failures[0]).toMatchObject({
+      path: 'step 2/ctl-0/memcached/health',
+      code: 'E_HEALTH_TIMEOUT',
+      class: 'hard',
+    });
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(20_000); // the health deadline: at least 20 s
+    const log = report!.failures[0]!.log!;
+    expect(log.split('\n').filter(Boolean)).toHaveLength(50);
+    expect(log).toMatch(/^startup line 31$/m);
+    expect(log).toMatch(/^startup line 80$/m);
+    expect(log).not.toMatch(/^startup line 30$/m);
+    expect(text).toMatch(/last log lines:\n {4}\| startup line 31\n/);
+    expect((await inspect())?.state.running).toBe(true); // left running for inspection
+    // With the shipped service file again, the next deploy replaces it.
+    const again = await deploy({ services: 'memcached' });
+    expect(again.report?.ok, again.text).toBe(true);
+    expect(again.text).toMatch(/container memcached recreated/);
+  }, 180_000);
+
   it('a container that dies after start fails hard with the end of its log', async () => {
-    const text = readFileSync(lab.inventory, 'utf8');
-    writeFileSync(lab.inventory, text.replace('memcached_memory_mb: 32', 'memcached_memory_mb: lots'));
-    try {
-      const { report, text: out } = await deploy();
-      expect(report?.ok).toBe(false);
-      expect(report?.failures[0]).toMatchObject({
-        path: 'step 2/ctl-0/memcached/health',
-        code: 'E_CONTAINER_EXITED',
-        class: 'hard',
-      });
-      expect(report?.failures[0]?.log).toMatch(/Cannot set item size limit/);
-      expect(out).toMatch(/last log lines:\n {4}\| .*Cannot set item size limit/);
-      expect(out).toMatch(/failures: 1 hard/);
-    } finally {
-      writeFileSync(lab.inventory, text);
-      process.exitCode = undefined;
-    }
-    const { report } = await deploy();
+    await withInventory(
+      (t) => t.replace('memcached_memory_mb: 32', 'memcached_memory_mb: lots'),
+      async () => {
+        const { report, text: out } = await deploy({ services: 'memcached' });
+        expect(report?.ok).toBe(false);
+        expect(report?.failures[0]).toMatchObject({
+          path: 'step 2/ctl-0/memcached/health',
+          code: 'E_CONTAINER_EXITED',
+          class: 'hard',
+        });
+        expect(report?.failures[0]?.log).toMatch(/Cannot set item size limit/);
+        expect(out).toMatch(/last log lines:\n {4}\| .*Cannot set item size limit/);
+        expect(out).toMatch(/failures: 1 hard/);
+      },
+    );
+    const { report } = await deploy({ services: 'memcached' });
     expect(report?.ok).toBe(true);
     expect(await memcachedStats(CTL_INTERNAL_API)).toMatch(/STAT limit_maxbytes 33554432/);
   }, 120_000);
 
-  it('resumes after SIGKILL without doing any side effect twice', async () => {
-    // Give the run real work: no container, no image on the node, another setting.
-    await ctl().docker.removeContainer('memcached', { force: true });
-    await ctl().exec(['docker', 'rmi', '-f', IMAGE], { timeoutMs: 60_000 });
+  it('resumes after SIGKILL at a random moment without doing any side effect twice', async () => {
+    // Real work for the run: memcached and keystone gone, memcached's image gone from the node, another setting.
+    for (const c of ['memcached', 'keystone']) await lab.ctl().docker.removeContainer(c, { force: true });
+    await lab.ctl().exec(['docker', 'rmi', '-f', MEMCACHED_IMAGE], { timeoutMs: 60_000 });
     const text = readFileSync(lab.inventory, 'utf8');
     writeFileSync(lab.inventory, text.replace('memcached_memory_mb: 32', 'memcached_memory_mb: 48'));
+    /** What the run has to do, each exactly once: 6 effects, an intent and a done line each. */
+    const expected = [
+      `pull ctl-0 ${MEMCACHED_IMAGE}`,
+      'upload ctl-0 /etc/stackctl/memcached/options',
+      'create ctl-0 memcached',
+      'start ctl-0 memcached',
+      'create ctl-0 keystone',
+      'start ctl-0 keystone',
+    ];
+    // Kill after the k-th effect line, k random in 1..11 (STACKCTL_TEST_KILL_AT=k repeats a run).
+    const killAt = Number(
+      process.env.STACKCTL_TEST_KILL_AT ?? 1 + Math.floor(Math.random() * (2 * expected.length - 1)),
+    );
     const journalFile = journalFileFor(lab.inventory);
     const start = journal().length;
 
     const child = spawn(
       join(root, 'node_modules', '.bin', 'vite-node'),
-      [join(import.meta.dirname, 'deploy-child.ts'), '--', '-i', lab.inventory, '--services', 'memcached'],
+      [join(import.meta.dirname, 'deploy-child.ts'), '--', '-i', lab.inventory, '--services', SERVICES],
       { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] },
     );
     let childOut = '';
     child.stdout.on('data', (d: Buffer) => (childOut += d.toString()));
     child.stderr.on('data', (d: Buffer) => (childOut += d.toString()));
     const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
-    // Kill it right after its first side effect is journaled as done (the image pull).
-    const deadline = Date.now() + 120_000;
-    let killedAfter: JournalRecord | undefined;
-    while (Date.now() < deadline && !killedAfter) {
-      const recs = parseJournal(readFileSync(journalFile, 'utf8')).slice(start);
-      killedAfter = recs.find((r) => r.type === 'done');
-      if (!killedAfter) await new Promise((r) => setTimeout(r, 20));
-    }
-    expect(killedAfter, childOut).toBeDefined();
+    const effectLines = (): JournalRecord[] =>
+      parseJournal(readFileSync(journalFile, 'utf8'))
+        .slice(start)
+        .filter((r) => r.type === 'intent' || r.type === 'done');
+    const deadline = Date.now() + 180_000;
+    while (Date.now() < deadline && effectLines().length < killAt) await sleep(10);
+    expect(effectLines().length, childOut).toBeGreaterThanOrEqual(killAt);
     child.kill('SIGKILL');
     expect(await exited).toBeNull(); // died of the signal
-
     const killedRun = journal().slice(start);
+    const last = killedRun.filter((r) => r.type === 'intent' || r.type === 'done').at(-1);
+    process.stderr.write(
+      `killed at effect line ${killAt}: last journaled '${last?.type} ${last && 'effect' in last ? effectKey(last.effect) : ''}'\n`,
+    );
     expect(killedRun.some((r) => r.type === 'run.end')).toBe(false);
+
     const { report, text: out } = await deploy({ resume: true });
     expect(report?.ok, out).toBe(true);
     expect(out).toMatch(/resuming run [0-9a-f]+: \d+ side effect\(s\) done/);
@@ -173,27 +393,30 @@ describe('stackctl deploy on lab container nodes (1ctl-1comp, memcached)', () =>
     const run = journal().slice(start);
     const runId = (run[0] as { run: string }).run;
     expect(run.every((r) => r.run === runId)).toBe(true); // the resume continued the same run
+    const done = new Map<string, number>();
     const performed = new Map<string, number>();
     for (const r of run) {
-      if (r.type === 'done' && !r.verified)
-        performed.set(effectKey(r.effect), (performed.get(effectKey(r.effect)) ?? 0) + 1);
+      if (r.type !== 'done') continue;
+      const k = effectKey(r.effect).split(' ').slice(0, 3).join(' ');
+      done.set(k, (done.get(k) ?? 0) + 1);
+      if (!r.verified) performed.set(k, (performed.get(k) ?? 0) + 1);
     }
-    process.stderr.write(
-      `killed after '${killedAfter && 'effect' in killedAfter ? effectKey(killedAfter.effect) : ''}'; ` +
-        `effects: ${[...performed].map(([k, n]) => `${k.split(' ').slice(0, 3).join(' ')} x${n}`).join('; ')}\n`,
-    );
+    process.stderr.write(`effects done: ${[...done].map(([k, n]) => `${k} x${n}`).join('; ')}\n`);
+    // Each effect recorded done exactly once (performed, or found in place after the kill); nothing else.
+    expect([...done.keys()].sort()).toEqual([...expected].sort());
+    expect([...done.values()].every((n) => n === 1)).toBe(true);
     expect([...performed.values()].every((n) => n === 1)).toBe(true);
-    expect([...performed.keys()].map((k) => k.split(' ')[0])).toEqual(
-      expect.arrayContaining(['pull', 'upload', 'create', 'start']),
-    );
     expect((await inspect())?.state.running).toBe(true);
+    expect((await inspect('keystone'))?.state.running).toBe(true);
     expect(await memcachedStats(CTL_INTERNAL_API)).toMatch(/STAT limit_maxbytes 50331648/);
+    const token = await tokenInsideNode();
+    expect(token.code, token.stderr).toBe(0);
   }, 300_000);
 
   it('an effect announced but not recorded as done is checked on the node, not repeated', async () => {
     // What a kill between an upload and its `done` line leaves: the file is in place, the journal says intent.
-    const upload = run0Upload();
-    const before = await inspect();
+    const upload = lastUpload();
+    const before = await lab.startedAt();
     writeFileSync(
       journalFileFor(lab.inventory),
       readFileSync(journalFileFor(lab.inventory), 'utf8') +
@@ -209,11 +432,79 @@ describe('stackctl deploy on lab container nodes (1ctl-1comp, memcached)', () =>
     expect(after.filter((r) => r.type === 'done')).toEqual([
       expect.objectContaining({ effect: upload, verified: true }),
     ]);
-    expect((await inspect())?.state.startedAt).toBe(before?.state.startedAt);
+    expect(await lab.startedAt()).toEqual(before);
+  }, 120_000);
+
+  describe('a second node in the same role', () => {
+    // cmp-0 joins the Controller role with memcached only (a roles folder of
+    // the operator's), so that a role has two nodes and a failure budget to spend.
+    const roles = (): string => rolesWith('Controller.yaml', (role) => void (role.services = ['memcached']));
+    const asControllers = <T>(f: () => Promise<T>): Promise<T> =>
+      // (no node runs nova-compute then: its settings go too)
+      withInventory((t) => t.replace('role: Compute', 'role: Controller').replace(/^ {4}nova_\w+: .*\n/gm, ''), f);
+    const power = async (action: 'on' | 'off'): Promise<void> => {
+      const r = await runCli('nodes', 'power', action, '-i', lab.inventory, '--node', 'cmp-0');
+      expect(r.code, r.stdout + r.stderr).toBe(0);
+    };
+    const cmpAddress = `${P}.24.11`;
+
+    it('a node unreachable by SSH fails alone: the others go on within the budget and the summary lists it', async () => {
+      const dir = roles();
+      await power('off');
+      try {
+        await asControllers(async () => {
+          const within = await lab.deploy({ services: 'memcached', roles: dir, failureBudget: '50' });
+          expect(within.report?.ok).toBe(false);
+          expect(within.report?.aborted).toBeUndefined();
+          expect(within.report?.failures).toHaveLength(1);
+          expect(within.report?.failures[0]).toMatchObject({ node: 'cmp-0', path: 'step 2/cmp-0/prepare' });
+          expect(within.report?.failures[0]?.message).toContain(cmpAddress);
+          expect(within.text).toMatch(/step 2 ctl-0: container memcached unchanged/); // ctl-0 went on
+          expect(within.text).toMatch(/^FAILED step 2\/cmp-0\/prepare \[[\w-]+\] E_\w+: cmp-0 \(/m);
+          expect(within.text).toMatch(/deploy FAILED in [\d.]+ s: 0 change\(s\), failures: 1/);
+
+          // The same failure with no budget: the step's apply phase never starts, on any node.
+          const over = await lab.deploy({ services: 'memcached', roles: dir, failureBudget: '0' });
+          expect(over.text).toMatch(/aborted after step 2: failure budget exceeded by Controller \(1\/2\)/);
+          expect(over.text).not.toMatch(/ctl-0: container memcached/);
+        });
+      } finally {
+        await power('on');
+      }
+    }, 180_000);
+
+    it('a node whose host key changed is refused, showing both fingerprints', async () => {
+      const deadline = Date.now() + 60_000;
+      while (!(await sshBanner(cmpAddress, 22, 1000)) && Date.now() < deadline) await sleep(200);
+      const knownHosts = labPaths(lab.inventory).knownHosts;
+      const saved = readFileSync(knownHosts, 'utf8');
+      const real = parsePublicKey(readFileSync(join(labPaths(lab.inventory).hostKeyDir, 'cmp-0_ed25519.pub'), 'utf8'));
+      const impostor = generateEd25519('impostor').publicKey;
+      // cmp-0's line (all its addresses) now names another key, as after a reinstall.
+      const lines = saved
+        .split('\n')
+        .map((l) => (l.split(' ')[0]!.split(',').includes(cmpAddress) ? l.replace(real.line, impostor.line) : l));
+      expect(lines.join('\n')).not.toBe(saved);
+      writeFileSync(knownHosts, lines.join('\n'));
+      try {
+        await asControllers(async () => {
+          const { report, text } = await lab.deploy({ services: 'memcached', roles: roles(), failureBudget: '50' });
+          expect(report?.failures).toHaveLength(1);
+          const f = report!.failures[0]!;
+          expect(f).toMatchObject({ node: 'cmp-0', path: 'step 2/cmp-0/prepare' });
+          expect(f.message).toContain(real.fingerprint);
+          expect(f.message).toContain(impostor.fingerprint);
+          expect(text).toContain(real.fingerprint);
+          expect(text).toContain(impostor.fingerprint);
+        });
+      } finally {
+        writeFileSync(knownHosts, saved);
+      }
+    }, 120_000);
   });
 
   /** The upload of memcached's options as the last run recorded it. */
-  function run0Upload() {
+  function lastUpload() {
     const done = journal().filter((r) => r.type === 'done' && 'effect' in r && r.effect.kind === 'upload');
     const last = done[done.length - 1];
     if (!last || !('effect' in last)) throw new Error('no upload in the journal');

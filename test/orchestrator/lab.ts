@@ -11,6 +11,7 @@ import { runDeploy, type DeployOpts } from '../../src/cli/deploy.js';
 import { runLabDown, runLabUp } from '../../src/cli/lab-up.js';
 import { pushImages } from '../../src/images/registry.js';
 import { journalFileFor, parseJournal, type JournalRecord } from '../../src/orchestrator/journal.js';
+import { LABEL } from '../../src/orchestrator/state.js';
 import type { LocalEngine } from '../../src/remote/docker-local.js';
 import { openPool, remoteFor, type Remote, type SshPool } from '../../src/remote/index.js';
 import { tempDir } from '../helpers/cli.js';
@@ -67,6 +68,7 @@ export function deployLab(name: string, prefix: string, offset: number, options:
   const ctlAddress = `${prefix}.24.10`;
   /** Seconds taken by `lab up` and by the image push of the last up(). */
   const timings = { labUpS: 0, pushS: 0 };
+  const remotes = new Map<string, Remote>();
   const lab = {
     timings,
     get inventory(): string {
@@ -76,12 +78,6 @@ export function deployLab(name: string, prefix: string, offset: number, options:
     /** ctl-0 over SSH, as deploy reaches it. */
     ctl(): Remote {
       return remoteFor(pool!, { name: 'ctl-0', address: ctlAddress });
-    },
-    /** A node over SSH, as deploy reaches it (its provisioning address from the lab's IPAM). */
-    node(node: string): Remote {
-      const address = loadAll({ inventory: inventoryOf() }).allocation.addresses.get(node)?.provisioning;
-      expect(address, `${node} is not a node of lab ${name}`).toBeDefined();
-      return remoteFor(pool!, { name: node, address: address! });
     },
     /** Stop a node's container, as a power loss would (`docker stop` of the node). */
     async stopNode(node: string): Promise<void> {
@@ -107,7 +103,7 @@ export function deployLab(name: string, prefix: string, offset: number, options:
         let ready = false;
         for (let i = 0; i < 240 && !ready; i++) {
           ready = await lab
-            .node(node)
+            .remote(node)
             .docker.version()
             .then(
               () => true,
@@ -119,6 +115,8 @@ export function deployLab(name: string, prefix: string, offset: number, options:
       }
     },
     async down(): Promise<void> {
+      for (const r of remotes.values()) await r.close().catch(() => undefined);
+      remotes.clear();
       await pool?.close();
       if (engine && dir) {
         const inventory = inventoryOf();
@@ -137,6 +135,35 @@ export function deployLab(name: string, prefix: string, offset: number, options:
     },
     journal(): JournalRecord[] {
       return parseJournal(readFileSync(journalFileFor(inventoryOf()), 'utf8'));
+    },
+    /** Every node of the inventory, by name. */
+    nodes(): string[] {
+      return loadAll({ inventory: inventoryOf() }).loaded.inventory.nodes.map((n) => n.name);
+    },
+    /** Any node over SSH at its provisioning address (one Remote per node, closed by down()). */
+    remote(name: string): Remote {
+      let r = remotes.get(name);
+      if (!r) {
+        const address = loadAll({ inventory: inventoryOf() }).allocation.addresses.get(name)?.provisioning;
+        if (!address) throw new Error(`no node ${name} with a provisioning address in ${inventoryOf()}`);
+        remotes.set(name, (r = remoteFor(pool!, { name, address })));
+      }
+      return r;
+    },
+    /**
+     * StartedAt of every container the deploy made, on every node, keyed
+     * `node/container`: equal maps mean nothing was restarted.
+     */
+    async startedAt(): Promise<Map<string, string>> {
+      const out = new Map<string, string>();
+      for (const n of lab.nodes()) {
+        const docker = lab.remote(n).docker;
+        for (const c of await docker.listContainers({ labels: { [LABEL.cloud]: name } })) {
+          const info = await docker.inspectContainer(c.name);
+          if (info) out.set(`${n}/${c.name}`, info.state.startedAt);
+        }
+      }
+      return new Map([...out].sort(([a], [b]) => a.localeCompare(b)));
     },
   };
   return lab;

@@ -67,7 +67,7 @@ async function rabbitStatus(
 async function vipHolder(among: readonly string[]): Promise<string | undefined> {
   for (const n of among) {
     const r = await lab
-      .node(n)
+      .remote(n)
       .exec(['ip', '-o', '-4', 'addr', 'show'], { timeoutMs: 10_000 })
       .catch(() => undefined);
     if (r?.stdout.includes(`${VIP}/32`)) return n;
@@ -81,7 +81,7 @@ async function issueToken(node: string, tries: number): Promise<{ code: number; 
   let last = { code: -1, stdout: '', stderr: 'not tried' };
   for (let i = 0; i < tries; i++) {
     last = await lab
-      .node(node)
+      .remote(node)
       .exec(
         [
           'docker',
@@ -115,7 +115,7 @@ async function issueToken(node: string, tries: number): Promise<{ code: number; 
 /** HAProxy's view of one proxy's servers on `node`: server name -> status (UP, DOWN, ...). */
 async function haproxyServers(node: string, proxy: string): Promise<Record<string, string>> {
   const r = await lab
-    .node(node)
+    .remote(node)
     .docker.exec('haproxy', ['sh', '-c', 'echo "show stat" | socat stdio unix-connect:/run/haproxy/admin.sock']);
   expect(r.code, r.stderr).toBe(0);
   const out: Record<string, string> = {};
@@ -156,7 +156,7 @@ describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () =
     // Galera: one cluster of three, every member Synced; only ctl-0 founded it.
     const uuids = new Set<string>();
     for (const n of CONTROLLERS) {
-      const g = await galera(lab.node(n));
+      const g = await galera(lab.remote(n));
       expect(g, n).toMatchObject({
         wsrep_cluster_size: '3',
         wsrep_local_state_comment: 'Synced',
@@ -164,7 +164,7 @@ describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () =
         wsrep_ready: 'ON',
       });
       uuids.add(g.wsrep_cluster_state_uuid!);
-      const log = await lab.node(n).docker.logs('mariadb', { tail: 2000 });
+      const log = await lab.remote(n).docker.logs('mariadb', { tail: 2000 });
       const decisions = (log.stdout + log.stderr).split('\n').filter((l) => l.startsWith('galera: '));
       expect(decisions, n).toEqual([
         n === 'ctl-0'
@@ -176,13 +176,13 @@ describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () =
 
     // RabbitMQ: one cluster named after the cloud, three running nodes, seen alike from each.
     for (const n of CONTROLLERS) {
-      const st = await rabbitStatus(lab.node(n));
+      const st = await rabbitStatus(lab.remote(n));
       expect(st.cluster_name).toBe('ha');
       expect([...st.running_nodes].sort()).toEqual(['rabbit@ctl-0', 'rabbit@ctl-1', 'rabbit@ctl-2']);
     }
 
     // HAProxy: Galera behind the DB VIP, one writer and two backups; every Keystone backend up.
-    const cfg = await lab.node('ctl-1').exec(['cat', '/etc/stackctl/haproxy/haproxy.cfg'], { timeoutMs: 10_000 });
+    const cfg = await lab.remote('ctl-1').exec(['cat', '/etc/stackctl/haproxy/haproxy.cfg'], { timeoutMs: 10_000 });
     const mariadbListen = cfg.stdout.split('\nlisten ').find((b) => b.startsWith('mariadb'))!;
     expect(mariadbListen).toContain(`bind ${VIP}:3306`);
     expect(mariadbListen.match(/^ {2}server ctl-\d \S+:3306 check.*$/gm)).toEqual([
@@ -193,14 +193,14 @@ describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () =
     // HAProxy's check of a Galera member: clustercheck on port 9200 says whether it is Synced.
     for (const [i, n] of CONTROLLERS.entries()) {
       const r = await lab
-        .node('ctl-0')
+        .remote('ctl-0')
         .docker.exec('haproxy', ['curl', '-s', '-w', ' %{http_code}', `http://${lab.prefix}.20.1${i}:9200/`]);
       expect(r.stdout.trim(), n).toBe('galera: Synced\n 200');
     }
     // Keystone reaches the database through the VIP, never a single controller.
     for (const n of CONTROLLERS) {
       const r = await lab
-        .node(n)
+        .remote(n)
         .exec(
           [
             'grep',
@@ -240,10 +240,10 @@ describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () =
     timings.push(['no-op re-deploy', seconds(t0)]);
     expect(again.report?.changes, again.text).toBe(0);
 
-    const before = (await galera(lab.node('ctl-1'))).wsrep_cluster_state_uuid;
+    const before = (await galera(lab.remote('ctl-1'))).wsrep_cluster_state_uuid;
     // ctl-0 loses its MariaDB container and data: the next deploy recreates it on an empty volume.
     const wipe = await lab
-      .node('ctl-0')
+      .remote('ctl-0')
       .exec(['sh', '-c', 'docker rm -f mariadb && docker volume rm mariadb_data'], { timeoutMs: 60_000 });
     expect(wipe.code, wipe.stderr).toBe(0);
     const t1 = Date.now();
@@ -251,12 +251,12 @@ describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () =
     timings.push(['re-deploy of a wiped bootstrap node (SST)', seconds(t1)]);
     expect(redo.report?.ok, redo.text).toBe(true);
     expect(redo.text).toMatch(/step 2 ctl-0: container mariadb created/);
-    const log = await lab.node('ctl-0').docker.logs('mariadb', { tail: 2000 });
+    const log = await lab.remote('ctl-0').docker.logs('mariadb', { tail: 2000 });
     expect((log.stdout + log.stderr).split('\n').filter((l) => l.startsWith('galera: '))).toEqual([
       `galera: MariaDB answers on ${lab.prefix}.20.11: joining its cluster`,
     ]);
     for (const n of CONTROLLERS) {
-      expect(await galera(lab.node(n)), n).toMatchObject({
+      expect(await galera(lab.remote(n)), n).toMatchObject({
         wsrep_cluster_size: '3',
         wsrep_local_state_comment: 'Synced',
         wsrep_cluster_state_uuid: before,
@@ -292,7 +292,7 @@ describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () =
     const t3 = Date.now();
     await eventually(60, async () => {
       for (const n of survivors) {
-        expect(await galera(lab.node(n)), n).toMatchObject({
+        expect(await galera(lab.remote(n)), n).toMatchObject({
           wsrep_cluster_size: '2',
           wsrep_cluster_status: 'Primary',
           wsrep_local_state_comment: 'Synced',
@@ -303,7 +303,7 @@ describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () =
     // RabbitMQ: the two survivors (the majority under pause_minority) keep running as one cluster;
     // the lost node leaves running_nodes only after Erlang's net_ticktime.
     for (const n of survivors) {
-      const st = await rabbitStatus(lab.node(n));
+      const st = await rabbitStatus(lab.remote(n));
       expect(st.running_nodes, n).toEqual(expect.arrayContaining(survivors.map((x) => `rabbit@${x}`)));
     }
     // A second token, now that HAProxy has marked the dead backends down.
