@@ -27,6 +27,8 @@ const lab = deployLab('deployid', '10.88', 900);
 const P = lab.prefix;
 const SERVICES = 'haproxy,keepalived,mariadb,memcached,keystone';
 const IMAGES = ['haproxy', 'keepalived', 'mariadb', 'memcached', 'keystone'];
+/** The containers the identity tier puts on ctl-0: one per image, plus MariaDB's Galera health responder for HAProxy. */
+const CONTAINERS = [...IMAGES, 'mariadb_clustercheck'];
 const CTL_INTERNAL_API = `${P}.20.10`;
 const INTERNAL_VIP = `${P}.20.250`;
 const EXTERNAL_VIP = `${P}.10.250`;
@@ -164,7 +166,7 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
     const { report, text } = await deploy();
     process.stderr.write(`deploy ${SERVICES} (pulls included): ${((Date.now() - t0) / 1000).toFixed(1)} s\n`);
     expect(report?.ok, text).toBe(true);
-    for (const c of IMAGES) expect(text).toMatch(new RegExp(`step \\d ctl-0: container ${c} created`));
+    for (const c of CONTAINERS) expect(text).toMatch(new RegExp(`step \\d ctl-0: container ${c} created`));
     expect(text).toMatch(/database keystone\/keystone ran/);
     expect(text).toMatch(/task keystone\/db-sync ran/);
     expect(text).toMatch(/task keystone\/bootstrap ran/);
@@ -224,13 +226,13 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
 
   it('a second deploy restarts nothing (StartedAt of every container unchanged) and says so', async () => {
     const before = await lab.startedAt();
-    expect([...before.keys()]).toEqual(IMAGES.map((c) => `ctl-0/${c}`).sort());
+    expect([...before.keys()]).toEqual(CONTAINERS.map((c) => `ctl-0/${c}`).sort());
     const t0 = Date.now();
     const { report, text } = await deploy();
     process.stderr.write(`no-op redeploy of ${SERVICES}: ${((Date.now() - t0) / 1000).toFixed(1)} s\n`);
     expect(report?.ok, text).toBe(true);
     expect(report?.changes).toBe(0);
-    for (const c of IMAGES) expect(text).toMatch(new RegExp(`container ${c} unchanged`));
+    for (const c of CONTAINERS) expect(text).toMatch(new RegExp(`container ${c} unchanged`));
     expect(await lab.startedAt()).toEqual(before);
   }, 180_000);
 
