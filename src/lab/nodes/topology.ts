@@ -91,22 +91,41 @@ export function labInventoryYaml(o: LabTopologyOptions): string {
     lines.push(`  ${name}: { ${f.join(', ')} }`);
   }
   lines.push('nodes:');
-  const total = t.controllers + t.computes;
-  for (let i = 0; i < total; i++) {
-    const ctl = i < t.controllers;
-    const idx = ctl ? i : i - t.controllers;
-    const name = ctl ? `ctl-${idx}` : `cmp-${idx}`;
-    const bmc = ctl
-      ? `ipmi://127.0.0.1:${o.bmcPort + idx}`
-      : `redfish+http://127.0.0.1:${o.bmcPort + 100 + idx}/redfish/v1/Systems/${name}`;
-    const mac = `52:54:00:00:${ctl ? '10' : '20'}:${(idx + 1).toString(16).padStart(2, '0')}`;
-    lines.push(
-      `  - name: ${name}`,
-      `    role: ${ctl ? 'Controller' : 'Compute'}`,
-      `    bmc: { address: '${bmc}', credentials: lab-bmc }`,
-      `    nics: [ { mac: '${mac}', network: provisioning } ]`,
-      '    root_device: { min_size_gb: 8 }',
-    );
+  for (const n of labNodeEntries(t.controllers, t.computes, o.bmcPort, '00')) {
+    lines.push(...n.lines, '    root_device: { min_size_gb: 8 }');
   }
   return lines.join('\n') + '\n';
+}
+
+/**
+ * The inventory lines every lab node starts with (name, role, BMC, provisioning NIC), controllers
+ * first: IPMI BMCs from `bmcPort`, Redfish BMCs for computes from `bmcPort + 100`, MACs
+ * `52:54:00:<macTag>:10|20:<n>`.
+ */
+export function labNodeEntries(
+  controllers: number,
+  computes: number,
+  bmcPort: number,
+  macTag: string,
+): { name: string; lines: string[] }[] {
+  const out: { name: string; lines: string[] }[] = [];
+  for (let i = 0; i < controllers + computes; i++) {
+    const ctl = i < controllers;
+    const idx = ctl ? i : i - controllers;
+    const name = ctl ? `ctl-${idx}` : `cmp-${idx}`;
+    const bmc = ctl
+      ? `ipmi://127.0.0.1:${bmcPort + idx}`
+      : `redfish+http://127.0.0.1:${bmcPort + 100 + idx}/redfish/v1/Systems/${name}`;
+    const mac = `52:54:00:${macTag}:${ctl ? '10' : '20'}:${(idx + 1).toString(16).padStart(2, '0')}`;
+    out.push({
+      name,
+      lines: [
+        `  - name: ${name}`,
+        `    role: ${ctl ? 'Controller' : 'Compute'}`,
+        `    bmc: { address: '${bmc}', credentials: lab-bmc }`,
+        `    nics: [ { mac: '${mac}', network: provisioning } ]`,
+      ],
+    });
+  }
+  return out;
 }

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { UsageError } from '../../core/errors.js';
 import { sha256 } from '../../core/hash.js';
 import { parseCidr4 } from '../../core/ipv4.js';
-import { LAB_NETWORKS, checkPrefix16, topology } from '../nodes/topology.js';
+import { LAB_NETWORKS, checkPrefix16, labNodeEntries, topology } from '../nodes/topology.js';
 
 /** Defaults of a VM lab. */
 export const VM_LAB_DEFAULTS = {
@@ -111,21 +111,8 @@ export function vmLabInventoryYaml(o: VmLabInventoryOptions): string {
   lines.push('nodes:');
   // the host image must fit: ask for most of the disk, leave room for a smaller disk model
   const minGb = Math.max(1, o.diskGiB - 1);
-  for (let i = 0; i < shape.controllers + shape.computes; i++) {
-    const ctl = i < shape.controllers;
-    const idx = ctl ? i : i - shape.controllers;
-    const name = ctl ? `ctl-${idx}` : `cmp-${idx}`;
-    const bmc = ctl
-      ? `ipmi://127.0.0.1:${o.bmcPort + idx}`
-      : `redfish+http://127.0.0.1:${o.bmcPort + 100 + idx}/redfish/v1/Systems/${name}`;
-    const mac = `52:54:00:97:${ctl ? '10' : '20'}:${(idx + 1).toString(16).padStart(2, '0')}`;
-    lines.push(
-      `  - name: ${name}`,
-      `    role: ${ctl ? 'Controller' : 'Compute'}`,
-      `    bmc: { address: '${bmc}', credentials: lab-bmc }`,
-      `    nics: [ { mac: '${mac}', network: provisioning } ]`,
-      `    root_device: { min_size_gb: ${minGb} }`,
-    );
+  for (const n of labNodeEntries(shape.controllers, shape.computes, o.bmcPort, '97')) {
+    lines.push(...n.lines, `    root_device: { min_size_gb: ${minGb} }`);
   }
   return lines.join('\n') + '\n';
 }
