@@ -85,7 +85,7 @@ export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps
   const t0 = Date.now();
   try {
     if (o.dryRun) {
-      const rows = await predict(deployPlan, { connect });
+      const rows = await predict(deployPlan, { connect, secret: (name) => all.secrets?.services.get(name) });
       if (o.json) for (const r of rows) deps.write(JSON.stringify(r) + '\n');
       else {
         deps.write(

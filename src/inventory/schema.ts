@@ -110,6 +110,38 @@ export const NodeSchema = Type.Object(
   { ...strict, description: 'one physical machine' },
 );
 
+const ResourceName = Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._-]*$', maxLength: 64 });
+
+export const FlavorSchema = Type.Object(
+  {
+    name: ResourceName,
+    vcpus: Type.Integer({ minimum: 1, maximum: 1024 }),
+    ram_mb: Type.Integer({ minimum: 64 }),
+    disk_gb: Type.Integer({ minimum: 0 }),
+  },
+  { ...strict, description: 'a Nova flavour created (never changed) at step 5' },
+);
+
+export const ImageSchema = Type.Object(
+  {
+    name: ResourceName,
+    size_kb: Type.Integer({
+      minimum: 1,
+      maximum: 65536,
+      description: 'size of the generated raw image (zeros): enough for the fake virt driver, which never reads it',
+    }),
+  },
+  { ...strict, description: 'a small public Glance image generated and uploaded at step 5' },
+);
+
+export const ResourcesSchema = Type.Object(
+  {
+    flavors: Type.Optional(Type.Array(FlavorSchema, { default: [] })),
+    images: Type.Optional(Type.Array(ImageSchema, { default: [] })),
+  },
+  { ...strict, description: 'flavours and images made at the end of a deploy, so the cloud is usable at once' },
+);
+
 export const CloudSchema = Type.Object(
   {
     name: { ...Name, description: 'name of the cloud' },
@@ -134,6 +166,7 @@ export const CloudSchema = Type.Object(
         },
       ),
     ),
+    resources: Type.Optional(ResourcesSchema),
   },
   { ...strict, description: 'the cloud as a whole' },
 );

@@ -19,6 +19,7 @@ import { mapLimit } from '../core/concurrency.js';
 import type { Secret } from '../core/secret.js';
 import type { ContainerEngine, ContainerInfo, ExecOptions, ExecResult, RemoteCommand } from '../remote/index.js';
 import type { UploadOptions, UploadSource } from '../remote/index.js';
+import { identityHash, runIdentityWork } from './identity.js';
 import { EffectKind, effectKey, type Effect, type JournalSink } from './journal.js';
 import { FailureClass, failureOf, rolesOverBudget, tallyRoles, type Failure, type RoleTally } from './failures.js';
 import type { ContainerWork, DeployPlan, DeployStep, NodeWork, RunOnceWork } from './planner.js';
@@ -124,7 +125,7 @@ export interface DeployReport {
 export interface Prediction {
   readonly step: number;
   readonly node: string;
-  readonly object: 'container' | 'config' | 'task' | 'database';
+  readonly object: 'container' | 'config' | RunOnceWork['kind'];
   readonly name: string;
   /** create, recreate, start, unchanged, upload, run, done */
   readonly action: string;
@@ -155,6 +156,11 @@ export async function observe(access: NodeAccess, work: NodeWork): Promise<Obser
   return { containers, configs: work.configs.map((c) => diffConfig(c, sums.get(c.dest))) };
 }
 
+/** The hash a run-once work records when done (a registration's includes its password's digest). */
+function workHash(w: RunOnceWork, secret: ExecutorDeps['secret']): string {
+  return w.kind === 'register' || w.kind === 'resources' ? identityHash(w, (n) => secret?.(n)) : w.hash;
+}
+
 /** The input hash recorded on the node for run-once work, if any. */
 async function markerOf(access: NodeAccess, w: RunOnceWork): Promise<string | undefined> {
   const r = await access.exec(['cat', markerFile(w)], { timeoutMs: EXECUTOR_DEFAULTS.commandTimeoutMs });
@@ -162,7 +168,7 @@ async function markerOf(access: NodeAccess, w: RunOnceWork): Promise<string | un
 }
 
 /** What a deploy would do, from real state; no side effects. */
-export async function predict(plan: DeployPlan, deps: Pick<ExecutorDeps, 'connect'>): Promise<Prediction[]> {
+export async function predict(plan: DeployPlan, deps: Pick<ExecutorDeps, 'connect' | 'secret'>): Promise<Prediction[]> {
   const out: Prediction[] = [];
   for (const st of plan.steps) {
     for (const nw of st.nodes) {
@@ -187,7 +193,7 @@ export async function predict(plan: DeployPlan, deps: Pick<ExecutorDeps, 'connec
         });
     }
     for (const w of st.runOnce) {
-      const done = (await markerOf(deps.connect(w.node), w)) === w.hash;
+      const done = (await markerOf(deps.connect(w.node), w)) === workHash(w, deps.secret);
       out.push({
         step: st.step,
         node: w.node,
@@ -488,23 +494,37 @@ export async function executeDeploy(
   /** Run-once work on the bootstrap node. */
   const runOnce = async (st: DeployStep, w: RunOnceWork): Promise<void> => {
     const access = deps.connect(w.node);
+    const hash = workHash(w, deps.secret);
     const e: Effect = {
-      kind: w.kind === 'task' ? EffectKind.TASK : EffectKind.DATABASE,
+      kind: {
+        task: EffectKind.TASK,
+        database: EffectKind.DATABASE,
+        register: EffectKind.REGISTER,
+        resources: EffectKind.REGISTER,
+      }[w.kind],
       node: w.node,
       target: `${w.service}/${w.name}`,
-      hash: w.hash,
+      hash,
     };
-    if ((await markerOf(access, w)) === w.hash) {
+    if ((await markerOf(access, w)) === hash) {
       verifyPending(e);
       change(st.step, w.node, w.kind, `${w.service}/${w.name}`, 'unchanged');
       return;
     }
     const where = { step: st.step, node: w.node, path: `step ${st.step}/${w.node}/${w.kind} ${w.service}/${w.name}` };
     const t = now();
+    let detail = '';
     try {
       await effect(e, async () => {
         if (w.kind === 'task') await runTask(access, w);
-        else await createDatabase(access, w, deps.secret);
+        else if (w.kind === 'database') await createDatabase(access, w, deps.secret);
+        else {
+          const done = await runIdentityWork(access, w, plan.identity, (n) => deps.secret?.(n));
+          detail = done
+            .filter((a) => a.action !== 'unchanged')
+            .map((a) => `${a.object} ${a.name} ${a.action}`)
+            .join(', ');
+        }
         const marker = markerFile(w);
         await access.exec(
           [
@@ -513,7 +533,7 @@ export async function executeDeploy(
             'mkdir -p "$1" && printf "%s\\n" "$2" > "$3.tmp" && mv "$3.tmp" "$3"',
             'sh',
             MARKER_DIR,
-            w.hash,
+            hash,
             marker,
           ],
           { timeoutMs: EXECUTOR_DEFAULTS.commandTimeoutMs },
@@ -523,7 +543,7 @@ export async function executeDeploy(
       const log = err instanceof TaskFailed ? err.log : undefined;
       throw new ClassifiedFailure(failureOf(err, where, FailureClass.HARD, log));
     }
-    change(st.step, w.node, w.kind, `${w.service}/${w.name}`, 'ran', '', now() - t);
+    change(st.step, w.node, w.kind, `${w.service}/${w.name}`, 'ran', detail, now() - t);
   };
 
   /** A one-shot container from the task's borrowed container definition. */

@@ -24,6 +24,8 @@ export const EffectKind = {
   START: 'start',
   /** A run-once task run on the bootstrap node. */
   TASK: 'task',
+  /** Keystone users, endpoints, flavours or images registered at step 5. */
+  REGISTER: 'register',
   /** A database and its user created. */
   DATABASE: 'database',
 } as const;

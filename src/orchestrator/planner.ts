@@ -85,7 +85,41 @@ export type RunOnceWork =
       readonly container: ContainerWork;
       readonly command: readonly string[];
       readonly hash: string;
+    }
+  | {
+      /** A service's Keystone user (in the service project) and its catalog endpoints. */
+      readonly kind: 'register';
+      readonly node: string;
+      readonly service: string;
+      /** The user name. */
+      readonly name: string;
+      readonly passwordSecret: string;
+      readonly roles: readonly string[];
+      readonly catalog: readonly {
+        readonly type: string;
+        readonly name: string;
+        readonly endpoints: readonly { readonly interface: string; readonly url: string }[];
+      }[];
+      readonly hash: string;
+    }
+  | {
+      /** The cloud's starter flavours and images (inventory `cloud.resources`). */
+      readonly kind: 'resources';
+      readonly node: string;
+      readonly service: string;
+      readonly name: 'flavors-images';
+      readonly resources: NonNullable<Plan['cloud']['resources']>;
+      readonly hash: string;
     };
+
+/** What run-once work needs to reach Keystone as the admin. */
+export interface IdentityAccess {
+  /** Internal identity endpoint (v3). */
+  readonly authUrl: string;
+  readonly region: string;
+  /** Secret holding the admin password. */
+  readonly adminPasswordSecret: string;
+}
 
 /** One barrier of the deploy. */
 export interface DeployStep {
@@ -99,9 +133,14 @@ export interface DeployStep {
 export interface DeployPlan {
   readonly cloud: string;
   readonly steps: readonly DeployStep[];
+  /** How step 5's registration reaches Keystone (absent when the plan has no Keystone). */
+  readonly identity?: IdentityAccess;
   /** Plan actions this version of the executor does not perform (reported, not hidden). */
   readonly unsupported: readonly PlanAction[];
 }
+
+/** The secret of Keystone's bootstrap admin (roles/services/keystone.yaml). */
+export const IDENTITY_ADMIN_PASSWORD = 'keystone_admin_password';
 
 /** Which part of the plan to deploy. */
 export interface PlanFilter {
@@ -191,6 +230,8 @@ export function planDeploy(plan: Plan, catalog: Catalog, filter: PlanFilter = {}
       } else if (a.kind === 'task') {
         const task = (svc(a.service).tasks ?? []).find((t) => t.name === a.task)!;
         const container = containers.get(`${a.node}/${task.container}`)!;
+        const nodeConfigs = plan.nodes.find((n) => n.name === a.node)?.configs ?? [];
+        const reads = (task.reads ?? []).map((dest) => nodeConfigs.find((c) => c.dest === dest)?.sha256 ?? dest);
         runOnce.push({
           kind: 'task',
           node: a.node,
@@ -198,9 +239,45 @@ export function planDeploy(plan: Plan, catalog: Catalog, filter: PlanFilter = {}
           name: task.name,
           container,
           command: task.command,
-          hash: sha256(`${container.hash}\n${canonicalJson(task.command)}`),
+          hash: sha256(
+            `${container.hash}\n${canonicalJson(task.command)}${reads.length ? `\n${reads.join('\n')}` : ''}`,
+          ),
         });
-      } else if (a.kind === 'register') unsupported.push(a);
+      } else if (a.kind === 'register') {
+        const service = svc(a.service);
+        const user = service.service_user!;
+        const byType = new Map<string, { interface: string; url: string }[]>();
+        for (const e of plan.services.find((p) => p.name === a.service)?.endpoints ?? [])
+          byType.set(e.type, [...(byType.get(e.type) ?? []), { interface: e.interface, url: e.url }]);
+        const catalogEntries = (service.endpoints ?? []).map((e) => ({
+          type: e.type,
+          name: e.service_name,
+          endpoints: byType.get(e.type) ?? [],
+        }));
+        const roles = user.roles ?? ['admin'];
+        runOnce.push({
+          kind: 'register',
+          node: a.node,
+          service: a.service,
+          name: user.name,
+          passwordSecret: user.password,
+          roles,
+          catalog: catalogEntries,
+          // The password's own digest joins this hash in the executor: a rotated password registers again.
+          hash: sha256(canonicalJson({ user: user.name, roles, catalog: catalogEntries, region: plan.cloud.region })),
+        });
+      } else if (a.kind === 'resources') {
+        const resources = plan.cloud.resources;
+        if (resources)
+          runOnce.push({
+            kind: 'resources',
+            node: a.node,
+            service: a.service,
+            name: 'flavors-images',
+            resources,
+            hash: sha256(canonicalJson(resources)),
+          });
+      } else if (a.kind !== 'container') unsupported.push(a);
     }
     const nodes: NodeWork[] = [];
     for (const node of plan.nodes) {
@@ -219,5 +296,21 @@ export function planDeploy(plan: Plan, catalog: Catalog, filter: PlanFilter = {}
     }
     if (nodes.length || runOnce.length) steps.push({ step: ps.step, title: STEPS[ps.step], nodes, runOnce });
   }
-  return { cloud: plan.cloud.name, steps, unsupported };
+  const identity = plan.services
+    .find((p) => p.name === 'keystone')
+    ?.endpoints.find((e) => e.type === 'identity' && e.interface === 'internal');
+  return {
+    cloud: plan.cloud.name,
+    steps,
+    unsupported,
+    ...(identity
+      ? {
+          identity: {
+            authUrl: identity.url,
+            region: plan.cloud.region,
+            adminPasswordSecret: IDENTITY_ADMIN_PASSWORD,
+          },
+        }
+      : {}),
+  };
 }

@@ -113,6 +113,18 @@ export function loadCatalog(dir: string): Catalog {
             `Containers of ${svc.name}: ${[...containerNames].join(', ')}.`,
           ),
         );
+      (t.reads ?? []).forEach((dest, j) => {
+        if (!(svc.config ?? []).some((c) => c.dest === dest))
+          issues.push(
+            issue(
+              source,
+              ['tasks', i, 'reads', j],
+              'E_UNKNOWN_CONFIG',
+              `task ${t.name} reads '${dest}', which is not a config file of ${svc.name}`,
+              `Config files of ${svc.name}: ${(svc.config ?? []).map((c) => c.dest).join(', ') || 'none'}.`,
+            ),
+          );
+      });
     });
     (svc.config ?? []).forEach((c, i) => {
       const path = join(dir, 'templates', c.template);

@@ -67,7 +67,8 @@ export type PlanAction =
   | { readonly kind: 'container'; readonly node: string; readonly service: string; readonly container: string }
   | { readonly kind: 'database'; readonly node: string; readonly service: string; readonly database: string }
   | { readonly kind: 'task'; readonly node: string; readonly service: string; readonly task: string }
-  | { readonly kind: 'register'; readonly node: string; readonly service: string; readonly user: string };
+  | { readonly kind: 'register'; readonly node: string; readonly service: string; readonly user: string }
+  | { readonly kind: 'resources'; readonly node: string; readonly service: string };
 
 export interface PlanStep {
   readonly step: StepNumber;
@@ -82,6 +83,12 @@ export interface Plan {
     readonly release: string;
     readonly openstack: string;
     readonly series: string;
+    readonly region: string;
+    /** Flavours and images made at step 5 (inventory `cloud.resources`). */
+    readonly resources?: {
+      readonly flavors: readonly { name: string; vcpus: number; ram_mb: number; disk_gb: number }[];
+      readonly images: readonly { name: string; size_kb: number }[];
+    };
   };
   readonly inputs: {
     readonly inventory: string;
@@ -356,10 +363,20 @@ export function buildPlan(input: PlanInput): PlanResult {
       .map((f) => ({ name: f.name, vips: f.binds, port: f.port })),
   }));
 
-  const steps = buildSteps(nodes, usedServices, bootstrap);
+  const r = inv.cloud.resources;
+  const resources =
+    r && (r.flavors?.length || r.images?.length) ? { flavors: r.flavors ?? [], images: r.images ?? [] } : undefined;
+  const steps = buildSteps(nodes, usedServices, bootstrap, resources !== undefined);
 
   const plan: Plan = {
-    cloud: { name: inv.cloud.name, release: release.name, openstack: release.openstack, series: release.series },
+    cloud: {
+      name: inv.cloud.name,
+      release: release.name,
+      openstack: release.openstack,
+      series: release.series,
+      region,
+      ...(resources ? { resources } : {}),
+    },
     inputs: {
       inventory: input.inventoryDigest,
       catalog: sha256(canonicalJson({ roles: [...catalog.roles.values()], services: [...catalog.services.values()] })),
@@ -372,15 +389,23 @@ export function buildPlan(input: PlanInput): PlanResult {
     steps,
   };
   const effective: Plan = input.secrets
-    ? { ...plan, nodes: effectiveNodes, steps: buildSteps(effectiveNodes, usedServices, bootstrap) }
+    ? {
+        ...plan,
+        nodes: effectiveNodes,
+        steps: buildSteps(effectiveNodes, usedServices, bootstrap, resources !== undefined),
+      }
     : plan;
   return { plan, effective, rendered };
 }
+
+/** The step at whose end service users and endpoints are registered (keystone's step). */
+const REGISTER_STEP = 3;
 
 function buildSteps(
   nodes: readonly PlanNode[],
   services: readonly Service[],
   bootstrap: ReadonlyMap<string, string>,
+  withResources: boolean,
 ): PlanStep[] {
   const dbNode = bootstrap.get('mariadb');
   const keystoneNode = bootstrap.get('keystone');
@@ -396,16 +421,20 @@ function buildSteps(
         if (t.step === step)
           actions.push({ kind: 'task', node: bootstrap.get(svc.name)!, service: svc.name, task: t.name });
     }
+    // Users and endpoints are registered once Keystone is bootstrapped, at the end of the step that
+    // starts it: Nova's conductor and scheduler authenticate as their user when they start (step 4).
+    if (step === REGISTER_STEP && keystoneNode) {
+      for (const svc of services)
+        if (svc.service_user)
+          actions.push({ kind: 'register', node: keystoneNode, service: svc.name, user: svc.service_user.name });
+    }
     for (const node of nodes) {
       for (const c of node.containers)
         if (c.step === step)
           actions.push({ kind: 'container', node: node.name, service: c.service, container: c.name });
     }
-    if (step === 5 && keystoneNode) {
-      for (const svc of services)
-        if (svc.service_user)
-          actions.push({ kind: 'register', node: keystoneNode, service: svc.name, user: svc.service_user.name });
-    }
+    if (step === 5 && keystoneNode && withResources)
+      actions.push({ kind: 'resources', node: keystoneNode, service: 'keystone' });
     return { step, title: STEPS[step], actions };
   });
 }

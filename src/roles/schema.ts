@@ -143,6 +143,12 @@ export const TaskSchema = Type.Object(
     step: Step,
     container: Type.String({ description: 'container whose image, volumes and config the task borrows' }),
     command: Command,
+    reads: Type.Optional(
+      Type.Array(Type.String({ pattern: '^/etc/stackctl/' }), {
+        description:
+          "config files of the service the task reads besides its container's: a change of them runs the task again",
+      }),
+    ),
     description: Type.Optional(Type.String()),
   },
   strict,

@@ -78,7 +78,7 @@ describe('roles and services', () => {
     {
       scenario: 'a step out of range',
       file: 'services/keystone.yaml',
-      from: 'step: 4\n',
+      from: 'step: 3\n',
       to: 'step: 6\n',
       code: 'E_SCHEMA',
     },

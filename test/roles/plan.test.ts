@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { sha256 } from '../../src/core/hash.js';
 import { Secret } from '../../src/core/secret.js';
 import { generateInventoryYaml } from '../../src/inventory/generate.js';
-import { planToJson } from '../../src/roles/plan.js';
+import { planToJson, type Plan } from '../../src/roles/plan.js';
 import { catalog, planFromText } from '../helpers/plan.js';
 import { copyInventory, runCli } from '../helpers/cli.js';
 
@@ -50,10 +50,11 @@ describe('the plan', () => {
       plan.steps[2]!.actions.filter((a) => a.kind === 'database').map((a) => (a as { database: string }).database),
     ).toContain('nova_cell0');
     expect(
-      plan.steps[4]!.actions.filter((a) => a.kind === 'register')
+      // registered at the end of keystone's step, before the services that log in as them start
+      plan.steps[2]!.actions.filter((a) => a.kind === 'register')
         .map((a) => a.service)
         .sort(),
-    ).toEqual(['glance', 'nova-api', 'placement']);
+    ).toEqual(['glance', 'neutron-server', 'nova-api', 'placement']);
     const keystone = plan.services.find((s) => s.name === 'keystone')!;
     expect(keystone.endpoints).toContainEqual({
       type: 'identity',
@@ -76,8 +77,9 @@ describe('the plan', () => {
     expect(nova).not.toContain('[database]');
     expect(planToJson(plan)).not.toContain('value-of-');
     // The deploy compares the real file; the printed plan hashes the file with placeholders.
-    expect(effective.nodes[1]!.configs[0]!.sha256).toBe(sha256(nova));
-    expect(plan.nodes[1]!.configs[0]!.sha256).toBe(planFor(text).plan.nodes[1]!.configs[0]!.sha256);
+    const novaConf = (p: Plan) => p.nodes[1]!.configs.find((c) => c.dest === '/etc/stackctl/nova-compute/nova.conf')!;
+    expect(novaConf(effective).sha256).toBe(sha256(nova));
+    expect(novaConf(plan).sha256).toBe(novaConf(planFor(text).plan).sha256);
     expect(planToJson(effective)).not.toContain('value-of-');
   });
 

@@ -79,6 +79,13 @@ export function labInventoryYaml(o: LabTopologyOptions): string {
     '    # No KVM in the lab: Nova fake virt driver, everything above it is the real Nova.',
     '    nova_compute_driver: fake.FakeDriver',
     '    nova_virt_type: qemu',
+    '  # Made at the end of the deploy so that `openstack server create` works at once.',
+    '  resources:',
+    '    flavors:',
+    '      - { name: m1.tiny, vcpus: 1, ram_mb: 256, disk_gb: 1 }',
+    '    images:',
+    '      # The fake driver never reads the image: 1 MiB of zeros is enough.',
+    '      - { name: lab-tiny, size_kb: 1024 }',
     'networks:',
   ];
   for (const [name, n] of Object.entries(LAB_NETWORKS)) {
