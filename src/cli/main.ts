@@ -13,6 +13,7 @@ import { registerPxe } from './pxe.js';
 import { registerRamdisk } from './ramdisk.js';
 import { registerSchema } from './schema.js';
 import { registerSecrets } from './secrets.js';
+import { registerStatus } from './status.js';
 
 /** Build the command tree; exported for tests. */
 export function buildProgram(): Command {
@@ -31,6 +32,7 @@ export function buildProgram(): Command {
   registerRamdisk(registerImages(program));
   registerDeploy(program);
   registerOpenrc(program);
+  registerStatus(program);
   registerPxe(program);
   registerLabUp(registerLab(program));
   return program;

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { IoError } from '../core/errors.js';
 import { writeFileAtomic } from '../core/fs.js';
+import { adminCredentials } from '../roles/credentials.js';
 import { loadAll, planOf } from './context.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
 import { out } from './output.js';
@@ -36,33 +37,22 @@ export function registerOpenrc(program: Command): void {
       }
       const { plan } = planOf(all);
       const iface = opts.interface === 'internal' ? 'internal' : 'public';
-      const identity = plan.services
-        .find((s) => s.name === 'keystone')
-        ?.endpoints.find((e) => e.type === 'identity' && e.interface === iface);
-      if (!identity) {
+      const creds = adminCredentials(plan, password, {
+        iface,
+        region: all.loaded.inventory.cloud.region ?? 'RegionOne',
+      });
+      if (!creds) {
         throw new IoError('E_NO_KEYSTONE', 'no node of this inventory runs keystone', {
           hint: 'Give a node a role with the keystone service (Controller or AllInOne).',
         });
       }
       const file = opts.output ?? all.inventoryFile.replace(/\.ya?ml$/, '') + '.openrc';
-      const lines = {
-        OS_AUTH_URL: identity.url,
-        OS_IDENTITY_API_VERSION: '3',
-        OS_USERNAME: 'admin',
-        OS_PASSWORD: password.reveal(),
-        OS_PROJECT_NAME: 'admin',
-        OS_USER_DOMAIN_NAME: 'Default',
-        OS_PROJECT_DOMAIN_NAME: 'Default',
-        OS_REGION_NAME: all.loaded.inventory.cloud.region ?? 'RegionOne',
-        OS_INTERFACE: iface,
-      };
+      const lines = Object.entries(creds.env).map(([k, v]) => [k, typeof v === 'string' ? v : v.reveal()] as const);
       const body =
         `# Admin credentials of cloud ${plan.cloud.name}, written by stackctl openrc. Keep private.\n` +
-        Object.entries(lines)
-          .map(([k, v]) => `export ${k}=${shellQuote(v)}`)
-          .join('\n') +
+        lines.map(([k, v]) => `export ${k}=${shellQuote(v)}`).join('\n') +
         '\n';
       writeFileAtomic(file, body, 0o600);
-      out(`${file}: admin credentials for ${identity.url} (source it: . ${file})\n`);
+      out(`${file}: admin credentials for ${creds.url} (source it: . ${file})\n`);
     });
 }

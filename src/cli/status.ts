@@ -1,0 +1,112 @@
+import type { Command } from 'commander';
+import { InputError, UsageError } from '../core/errors.js';
+import { planDeploy } from '../orchestrator/planner.js';
+import { openPool, remoteFor, type Remote } from '../remote/index.js';
+import { adminCredentials } from '../roles/credentials.js';
+import { collectStatus, STATUS_DEFAULTS } from '../status/collect.js';
+import { formatStatus } from '../status/format.js';
+import type { StatusReport } from '../status/model.js';
+import { loadAll, planOf } from './context.js';
+import { inventoryOptions, type CommonOpts } from './options.js';
+import { out, printIssues } from './output.js';
+
+/** Options of `stackctl status`. */
+export interface StatusOpts extends CommonOpts {
+  json?: boolean;
+  services?: string;
+  concurrency?: string;
+  timeout?: string;
+}
+
+/** Side effects of the command (tests pass their own output sink). */
+export interface StatusCliDeps {
+  readonly write: (text: string) => void;
+}
+
+/** Longest SSH connect + login: an unreachable node must not hold the others' report for long. */
+const CONNECT_TIMEOUT_MS = 10_000;
+
+function wholeNumber(text: string, what: string, min: number, max: number): number {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < min || n > max) {
+    throw new UsageError('E_OPTION', `${what} must be a whole number from ${min} to ${max}, not '${text}'`, {
+      hint: `For example ${what} ${min}.`,
+    });
+  }
+  return n;
+}
+
+/**
+ * `stackctl status`: each node's planned containers (state, health, image,
+ * config against the plan), Galera, RabbitMQ and Nova's view. Read-only.
+ * Sets process.exitCode from the verdict and returns the report.
+ */
+export async function runStatus(o: StatusOpts, deps: StatusCliDeps = { write: out }): Promise<StatusReport> {
+  const all = loadAll(o);
+  if (!o.json) printIssues(all.warnings);
+  if (!all.secrets) {
+    throw new InputError('E_SECRETS_REQUIRED', `status needs the secrets file ${all.secretsFile}`, {
+      hint: 'The config hashes a deploy compares are those of the real secrets; give --secrets FILE.',
+    });
+  }
+  const concurrency = wholeNumber(o.concurrency ?? String(STATUS_DEFAULTS.concurrency), '--concurrency', 1, 256);
+  const timeoutS = wholeNumber(o.timeout ?? String(STATUS_DEFAULTS.timeoutMs / 1000), '--timeout', 5, 3600);
+  const { effective: plan } = planOf(all);
+  const services = o.services
+    ? o.services
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean)
+    : plan.services.map((s) => s.name);
+  // Throws E_UNKNOWN_SERVICE for a name the plan does not have.
+  const deployPlan = planDeploy(plan, all.catalog, { services });
+  const password = all.secrets.services.get('keystone_admin_password');
+  const credentials = password
+    ? adminCredentials(plan, password, {
+        iface: 'internal',
+        region: all.loaded.inventory.cloud.region ?? 'RegionOne',
+      })?.env
+    : undefined;
+
+  const pool = openPool(all.inventoryFile, { connectTimeoutMs: Math.min(CONNECT_TIMEOUT_MS, timeoutS * 1000) });
+  const remotes: Remote[] = [];
+  try {
+    const report = await collectStatus(
+      { plan, deployPlan, services, ...(credentials ? { credentials } : {}) },
+      {
+        connect: (name) => {
+          const addresses = all.allocation.addresses.get(name) ?? {};
+          const address = addresses.provisioning ?? Object.values(addresses)[0];
+          if (!address) {
+            throw new InputError('E_NODE_ADDRESS', `node ${name} has no address to reach it by SSH`, {
+              hint: 'Give its role the provisioning network.',
+            });
+          }
+          const r = remoteFor(pool, { name, address });
+          remotes.push(r);
+          return r;
+        },
+      },
+      { concurrency, timeoutMs: timeoutS * 1000 },
+    );
+    deps.write(o.json ? JSON.stringify(report, null, 2) + '\n' : formatStatus(report));
+    process.exitCode = report.exitCode;
+    return report;
+  } finally {
+    for (const r of remotes) await r.close().catch(() => undefined);
+    await pool.close();
+  }
+}
+
+/** `stackctl status -i INV [--json] [--services a,b] [--concurrency N] [--timeout S]`. */
+export function registerStatus(program: Command): void {
+  inventoryOptions(program.command('status'))
+    .description(
+      "each node's planned containers (state, health, image tag, config against the plan), Galera, RabbitMQ and Nova; exit status 0 only when all is healthy",
+    )
+    .option('--json', 'the report as one JSON document (docs/cli.md gives its shape)')
+    .option('--services <list>', 'only these services, comma separated (default: every service of the plan)')
+    .option('--concurrency <n>', 'nodes queried at once', String(STATUS_DEFAULTS.concurrency))
+    .option('--timeout <seconds>', "deadline of each node's queries and of each cluster command", '60')
+    .action(async (o: StatusOpts) => void (await runStatus(o)));
+}

@@ -1,0 +1,316 @@
+/**
+ * Collect the status: every node in parallel (at most `concurrency` at
+ * once, each within `timeoutMs`), then the clustered services through the
+ * containers found running. A node that cannot be reached becomes a finding;
+ * it never hides the others. Read-only: nothing on a node is changed.
+ */
+import { StackctlError, TimeoutError, messageOf } from '../core/errors.js';
+import { mapLimit } from '../core/concurrency.js';
+import type { Secret } from '../core/secret.js';
+import { DATABASE_SERVER } from '../orchestrator/executor.js';
+import type { ConfigWork, ContainerWork, DeployPlan } from '../orchestrator/planner.js';
+import type { ContainerEngine, ExecOptions, ExecResult, RemoteCommand } from '../remote/index.js';
+import type { Plan } from '../roles/plan.js';
+import { configDrift, configFindings, containerFindings, containerStatus } from './containers.js';
+import { GALERA_QUERY, evaluateGalera, galeraMember } from './galera.js';
+import {
+  ContainerState,
+  STATUS_FORMAT_VERSION,
+  Severity,
+  ViewState,
+  type ErrorInfo,
+  type Finding,
+  type GaleraMember,
+  type NodeStatus,
+  type OpenStackView,
+  type RabbitMember,
+  type StatusReport,
+} from './model.js';
+import {
+  CLIENT_CONTAINERS,
+  COMPUTE_API_SERVICE,
+  NOT_DEPLOYED,
+  OPENSTACK_COMMANDS,
+  evaluateOpenStack,
+  novaExpectation,
+  parseComputeServices,
+  parseHypervisors,
+} from './openstack.js';
+import { RABBITMQ_COMMAND, evaluateRabbit, rabbitMember } from './rabbitmq.js';
+import { STATUS_EXIT, verdictOf } from './verdict.js';
+
+/** Defaults of a status run. */
+export const STATUS_DEFAULTS = {
+  /** Nodes queried at once. */
+  concurrency: 16,
+  /** Deadline of one node's queries, and of each command in a container (rabbitmqctl boots an Erlang VM). */
+  timeoutMs: 60_000,
+} as const;
+
+/** What status needs of a node (the `Remote` facade fits). */
+export interface StatusNodeAccess {
+  readonly node: string;
+  exec(command: RemoteCommand, opts: ExecOptions): Promise<ExecResult>;
+  readonly docker: ContainerEngine;
+}
+
+/** Side effects, injected (CONVENTIONS.md 8). */
+export interface StatusDeps {
+  /** A node's shell and Docker engine; may throw (no address): the node is then unreachable. */
+  readonly connect: (node: string) => StatusNodeAccess;
+  readonly now?: () => number;
+}
+
+/** What to compare the nodes with. */
+export interface StatusInput {
+  /** The effective plan (real config hashes, as deploy compares them). */
+  readonly plan: Plan;
+  /** The deploy plan of the checked services: the containers and config files each node should have. */
+  readonly deployPlan: DeployPlan;
+  /** The services checked. */
+  readonly services: readonly string[];
+  /** OS_* variables of the admin user (internal endpoint); undefined without a secrets file. */
+  readonly credentials?: Readonly<Record<string, string | Secret>>;
+}
+
+/** Options of a status run. */
+export interface StatusOptions {
+  readonly concurrency?: number;
+  readonly timeoutMs?: number;
+}
+
+/** A StackctlError (or anything) as the report carries it. */
+export function errorInfo(err: unknown): ErrorInfo {
+  if (err instanceof StackctlError)
+    return { code: err.code, message: err.message, ...(err.hint ? { hint: err.hint } : {}) };
+  return { code: 'E_INTERNAL', message: messageOf(err) };
+}
+
+/** `p`, or a TimeoutError after `ms` (the work itself goes on until the pool is closed). */
+async function withDeadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () =>
+        reject(
+          new TimeoutError('E_STATUS_TIMEOUT', `${what} did not answer within ${Math.round(ms / 1000)} s`, {
+            hint: 'The machine may be overloaded or the network slow: try again with a longer --timeout.',
+          }),
+        ),
+      ms,
+    );
+  });
+  try {
+    return await Promise.race([p, deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Per node: every container and config file of the checked services, over all steps. */
+function workByNode(dp: DeployPlan): Map<string, { containers: ContainerWork[]; configs: ConfigWork[] }> {
+  const out = new Map<string, { containers: ContainerWork[]; configs: ConfigWork[] }>();
+  for (const st of dp.steps) {
+    for (const nw of st.nodes) {
+      let w = out.get(nw.node);
+      if (!w) out.set(nw.node, (w = { containers: [], configs: [] }));
+      w.containers.push(...nw.containers);
+      w.configs.push(...nw.configs);
+    }
+  }
+  return out;
+}
+
+/** The end of a command's output, for a member's error. */
+const tail = (s: string, n = 300): string => {
+  const t = s.trim();
+  return t.length > n ? '…' + t.slice(-n) : t;
+};
+
+/** Collect everything; never throws for a node's failure (it is a finding). */
+export async function collectStatus(
+  input: StatusInput,
+  deps: StatusDeps,
+  opts: StatusOptions = {},
+): Promise<StatusReport> {
+  const now = deps.now ?? Date.now;
+  const t0 = now();
+  const timeoutMs = opts.timeoutMs ?? STATUS_DEFAULTS.timeoutMs;
+  const concurrency = opts.concurrency ?? STATUS_DEFAULTS.concurrency;
+  const work = workByNode(input.deployPlan);
+  const access = new Map<string, StatusNodeAccess>();
+  const accessOf = (node: string): StatusNodeAccess => {
+    let a = access.get(node);
+    if (!a) access.set(node, (a = deps.connect(node)));
+    return a;
+  };
+
+  // 1. Every node: reachability, its containers, its config files.
+  const nodes = await mapLimit(input.plan.nodes, concurrency, async (pn): Promise<NodeStatus> => {
+    const started = now();
+    const w = work.get(pn.name) ?? { containers: [], configs: [] };
+    const address = pn.addresses.provisioning ?? Object.values(pn.addresses)[0] ?? '';
+    try {
+      return await withDeadline(
+        (async (): Promise<NodeStatus> => {
+          const a = accessOf(pn.name);
+          await a.docker.version(); // reachability of SSH and dockerd, even for a node with nothing planned
+          const infos = await Promise.all(w.containers.map((c) => a.docker.inspectContainer(c.name)));
+          let drift: NodeStatus['configFiles']['drift'] = [];
+          if (w.configs.length) {
+            const r = await a.exec(['sha256sum', '--', ...w.configs.map((c) => c.dest)], { timeoutMs });
+            drift = configDrift(w.configs, r.stdout); // missing files only go to stderr
+          }
+          return {
+            name: pn.name,
+            role: pn.role,
+            address,
+            reachable: true,
+            containers: w.containers.map((c, i) => containerStatus(c, infos[i])),
+            configFiles: { checked: w.configs.length, drift },
+            ms: now() - started,
+          };
+        })(),
+        timeoutMs,
+        `node ${pn.name} (${address})`,
+      );
+    } catch (err) {
+      return {
+        name: pn.name,
+        role: pn.role,
+        address,
+        reachable: false,
+        error: errorInfo(err),
+        containers: [],
+        configFiles: { checked: w.configs.length, drift: [] },
+        ms: now() - started,
+      };
+    }
+  });
+  const byName = new Map(nodes.map((n) => [n.name, n]));
+
+  /** Run argv in a container of a node that answered, with the container running; stdout or an error text. */
+  const inContainer = async (
+    node: string,
+    container: string,
+    argv: readonly string[],
+    env?: Readonly<Record<string, string | Secret>>,
+  ): Promise<{ stdout: string } | { error: string }> => {
+    const n = byName.get(node);
+    if (!n?.reachable) return { error: 'node unreachable' };
+    const c = n.containers.find((x) => x.name === container);
+    if (c && c.state !== ContainerState.RUNNING) return { error: `container ${container} ${c.state}` };
+    try {
+      const r = await withDeadline(
+        accessOf(node).docker.exec(container, argv, { timeoutMs, ...(env ? { env } : {}) }),
+        timeoutMs + 5000,
+        `${node}: ${argv[0]} in ${container}`,
+      );
+      if (r.code !== 0) return { error: `${argv[0]} exited with ${r.code}: ${tail(r.stderr || r.stdout)}` };
+      return { stdout: r.stdout };
+    } catch (err) {
+      return { error: errorInfo(err).message };
+    }
+  };
+  const checked = new Set(input.services);
+  const nodesOf = (service: string): readonly string[] =>
+    checked.has(service) ? (input.plan.services.find((s) => s.name === service)?.nodes ?? []) : [];
+
+  // 2. Clusters, all at once (each query bounded).
+  const galeraNodes = nodesOf('mariadb');
+  const rabbitNodes = nodesOf('rabbitmq');
+  const [galeraMembers, rabbitMembers, openstack] = await Promise.all([
+    mapLimit(galeraNodes, concurrency, async (node): Promise<GaleraMember> => {
+      const r = await inContainer(node, DATABASE_SERVER.container, [
+        DATABASE_SERVER.client,
+        `--defaults-extra-file=${DATABASE_SERVER.clientConfig}`,
+        '-N',
+        '-e',
+        GALERA_QUERY,
+      ]);
+      return 'error' in r ? { node, error: r.error } : galeraMember(node, r.stdout);
+    }),
+    mapLimit(rabbitNodes, concurrency, async (node): Promise<RabbitMember> => {
+      const r = await inContainer(node, 'rabbitmq', RABBITMQ_COMMAND);
+      return 'error' in r ? { node, error: r.error } : rabbitMember(node, r.stdout);
+    }),
+    openStackView(),
+  ]);
+  const galera = evaluateGalera(galeraNodes.length, galeraMembers);
+  const rabbit = evaluateRabbit(rabbitNodes.length, rabbitMembers);
+
+  async function openStackView(): Promise<{ view: OpenStackView; findings: Finding[] }> {
+    if (!checked.has(COMPUTE_API_SERVICE)) return { view: NOT_DEPLOYED, findings: [] };
+    const problem = (state: ViewState, error: string, via?: string) => ({
+      view: { state, ...(via ? { via } : {}), error },
+      findings: [{ severity: Severity.UNHEALTHY, node: 'cloud', subject: 'openstack', message: error }],
+    });
+    if (!input.credentials) return problem(ViewState.UNKNOWN, 'no admin credentials (keystone_admin_password)');
+    // The first node (plan order) that answered and runs a container with the client.
+    const candidates = [...new Set([...nodesOf('keystone'), ...nodesOf(COMPUTE_API_SERVICE)])];
+    let via: { node: string; container: string } | undefined;
+    for (const node of candidates) {
+      const n = byName.get(node);
+      const c = n?.reachable
+        ? CLIENT_CONTAINERS.find((name) => n.containers.some((x) => x.name === name && x.state === 'running'))
+        : undefined;
+      if (c) {
+        via = { node, container: c };
+        break;
+      }
+    }
+    if (!via) return problem(ViewState.UNKNOWN, `no running ${CLIENT_CONTAINERS.join(' or ')} container to ask`);
+    const at = `${via.node}/${via.container}`;
+    const [svc, hyp] = await Promise.all([
+      inContainer(via.node, via.container, OPENSTACK_COMMANDS.computeServices, input.credentials),
+      inContainer(via.node, via.container, OPENSTACK_COMMANDS.hypervisors, input.credentials),
+    ]);
+    if ('error' in svc) return problem(ViewState.PROBLEM, `compute service list: ${svc.error}`, at);
+    if ('error' in hyp) return problem(ViewState.PROBLEM, `hypervisor list: ${hyp.error}`, at);
+    try {
+      const computeServices = parseComputeServices(svc.stdout);
+      const hypervisors = parseHypervisors(hyp.stdout);
+      const planned = new Map(input.plan.services.filter((s) => checked.has(s.name)).map((s) => [s.name, s.nodes]));
+      const findings = evaluateOpenStack(novaExpectation(planned), computeServices, hypervisors);
+      const state = findings.length ? ViewState.PROBLEM : ViewState.OK;
+      return { view: { state, via: at, computeServices, hypervisors }, findings };
+    } catch (err) {
+      return problem(ViewState.PROBLEM, messageOf(err), at);
+    }
+  }
+
+  const findings: Finding[] = [];
+  for (const n of nodes) {
+    if (!n.reachable) {
+      findings.push({
+        severity: Severity.UNREACHABLE,
+        node: n.name,
+        subject: 'node',
+        message: `${n.error?.code ?? 'E_INTERNAL'}: ${n.error?.message ?? 'unreachable'}`,
+      });
+      continue;
+    }
+    for (const c of n.containers) findings.push(...containerFindings(n.name, c));
+    findings.push(...configFindings(n.name, n.configFiles.drift));
+  }
+  // Members of an unreachable node are already a finding of their own.
+  const unreachable = new Set(nodes.filter((n) => !n.reachable).map((n) => n.name));
+  const notAlreadySaid = (f: Finding): boolean => !unreachable.has(f.node);
+  findings.push(...galera.findings.filter(notAlreadySaid), ...rabbit.findings.filter(notAlreadySaid));
+  findings.push(...openstack.findings);
+  const verdict = verdictOf(findings);
+  return {
+    version: STATUS_FORMAT_VERSION,
+    cloud: input.plan.cloud.name,
+    time: new Date(t0).toISOString(),
+    services: [...input.services],
+    verdict,
+    exitCode: STATUS_EXIT[verdict],
+    nodes,
+    galera: galera.view,
+    rabbitmq: rabbit.view,
+    openstack: openstack.view,
+    findings,
+    ms: now() - t0,
+  };
+}

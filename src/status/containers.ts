@@ -1,0 +1,112 @@
+/**
+ * A planned container against what Docker says about it: state, health,
+ * image and config. The config verdict is the deploy's own (diffContainer in
+ * orchestrator/state.ts), so `status` says "outdated" exactly when `deploy`
+ * would recreate the container.
+ */
+import { ContainerAction, diffConfig, diffContainer, parseSha256sum } from '../orchestrator/state.js';
+import type { ConfigWork, ContainerWork } from '../orchestrator/planner.js';
+import type { ContainerInfo } from '../remote/index.js';
+import {
+  ConfigState,
+  ContainerState,
+  Health,
+  Severity,
+  type ConfigFileDrift,
+  type ContainerStatus,
+  type Finding,
+} from './model.js';
+
+/** Docker's `State.Status` -> ours (anything else counts as exited). */
+const DOCKER_STATE: Readonly<Record<string, ContainerState>> = {
+  running: ContainerState.RUNNING,
+  exited: ContainerState.EXITED,
+  created: ContainerState.CREATED,
+  restarting: ContainerState.RESTARTING,
+  paused: ContainerState.PAUSED,
+  dead: ContainerState.DEAD,
+  removing: ContainerState.EXITED,
+};
+
+/** Docker's `State.Health.Status` -> ours. */
+const DOCKER_HEALTH: Readonly<Record<string, Health>> = {
+  healthy: Health.HEALTHY,
+  unhealthy: Health.UNHEALTHY,
+  starting: Health.STARTING,
+};
+
+/** The tag of an image reference (`reg:5000/ns/img:tag` -> `tag`), or `latest`; a digest stays as is. */
+export function tagOf(ref: string): string {
+  const at = ref.indexOf('@');
+  if (at >= 0) return ref.slice(at + 1);
+  const name = ref.slice(ref.lastIndexOf('/') + 1);
+  const colon = name.lastIndexOf(':');
+  return colon >= 0 ? name.slice(colon + 1) : 'latest';
+}
+
+/** Status of one planned container from its inspect result (undefined: no such container). */
+export function containerStatus(work: ContainerWork, info: ContainerInfo | undefined): ContainerStatus {
+  const wanted = { wanted: work.image, wantedTag: tagOf(work.image) };
+  if (!info) {
+    return {
+      name: work.name,
+      service: work.service,
+      state: ContainerState.MISSING,
+      health: Health.NONE,
+      image: { ...wanted, matches: false },
+      config: { state: ConfigState.UNKNOWN, changed: [] },
+    };
+  }
+  const state = DOCKER_STATE[info.state.status] ?? ContainerState.EXITED;
+  const health =
+    state === ContainerState.RUNNING ? (DOCKER_HEALTH[info.state.health ?? ''] ?? Health.NONE) : Health.NONE;
+  const diff = diffContainer(work, info);
+  const outdated = diff.action === ContainerAction.RECREATE;
+  return {
+    name: work.name,
+    service: work.service,
+    state,
+    health,
+    ...(state === ContainerState.RUNNING ? {} : { exitCode: info.state.exitCode }),
+    image: { running: info.image, runningTag: tagOf(info.image), ...wanted, matches: info.image === work.image },
+    config: { state: outdated ? ConfigState.OUTDATED : ConfigState.CURRENT, changed: outdated ? diff.changed : [] },
+  };
+}
+
+/** What is wrong with one container, if anything. */
+export function containerFindings(node: string, c: ContainerStatus): Finding[] {
+  const f = (severity: Severity, message: string): Finding => ({ severity, node, subject: c.name, message });
+  if (c.state === ContainerState.MISSING) return [f(Severity.UNHEALTHY, 'missing (a deploy would create it)')];
+  const out: Finding[] = [];
+  if (c.state !== ContainerState.RUNNING) {
+    out.push(f(Severity.UNHEALTHY, `${c.state}${c.exitCode === undefined ? '' : ` (exit code ${c.exitCode})`}`));
+  } else if (c.health === Health.UNHEALTHY || c.health === Health.STARTING) {
+    out.push(f(Severity.UNHEALTHY, `running but ${c.health}`));
+  }
+  if (!c.image.matches) {
+    out.push(f(Severity.DRIFT, `runs ${c.image.running ?? '?'}, the plan wants ${c.image.wanted}`));
+  }
+  if (c.config.state === ConfigState.OUTDATED) {
+    out.push(f(Severity.DRIFT, `a deploy would recreate it (${c.config.changed.join(', ')})`));
+  }
+  return out;
+}
+
+/** Planned config files whose content on the node differs, from `sha256sum` output. */
+export function configDrift(configs: readonly ConfigWork[], sha256sumOutput: string): ConfigFileDrift[] {
+  const sums = parseSha256sum(sha256sumOutput);
+  return configs
+    .map((c) => diffConfig(c, sums.get(c.dest)))
+    .filter((d) => d.action !== 'unchanged')
+    .map((d) => ({ path: d.work.dest, detail: d.detail }));
+}
+
+/** A finding per drifted config file. */
+export function configFindings(node: string, drift: readonly ConfigFileDrift[]): Finding[] {
+  return drift.map((d) => ({
+    severity: Severity.DRIFT,
+    node,
+    subject: d.path,
+    message: `config file ${d.detail} (a deploy would upload it)`,
+  }));
+}

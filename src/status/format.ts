@@ -1,0 +1,99 @@
+/**
+ * The human output of `stackctl status` (pure): a headline with the
+ * verdict, a compact table per node, one line per clustered service, the
+ * findings. `--json` prints the StatusReport itself (model.ts).
+ */
+import { describeGaleraMember } from './galera.js';
+import { ConfigState, ViewState, type NodeStatus, type StatusReport } from './model.js';
+import { describeRabbitMember } from './rabbitmq.js';
+
+/** A plain text table: columns padded to the widest cell (the last one is not padded). */
+function table(header: readonly string[], rows: readonly (readonly string[])[], indent = '  '): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: readonly string[]): string =>
+    indent +
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd();
+  return [line(header), ...rows.map(line)].join('\n') + '\n';
+}
+
+const seconds = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
+
+/** One node: a title line, its containers' table and drifted config files. */
+export function formatNode(n: NodeStatus): string {
+  const title = `${n.name} (${n.role}, ${n.address || 'no address'})`;
+  if (!n.reachable) {
+    return `${title}: UNREACHABLE ${n.error?.code ?? ''}: ${n.error?.message ?? ''}\n${n.error?.hint ? `  hint: ${n.error.hint}\n` : ''}`;
+  }
+  let s = `${title}: reachable, ${seconds(n.ms)}\n`;
+  if (!n.containers.length) s += '  no containers of the checked services\n';
+  else {
+    s += table(
+      ['CONTAINER', 'STATE', 'HEALTH', 'IMAGE', 'CONFIG'],
+      n.containers.map((c) => [
+        c.name,
+        c.exitCode === undefined ? c.state : `${c.state}(${c.exitCode})`,
+        c.health,
+        c.image.matches ? c.image.wantedTag : `${c.image.runningTag ?? '-'} (want ${c.image.wantedTag})`,
+        c.config.state === ConfigState.OUTDATED
+          ? `would be recreated: ${c.config.changed.join(', ')}`
+          : c.config.state === ConfigState.CURRENT
+            ? 'up to date'
+            : '-',
+      ]),
+    );
+  }
+  if (n.configFiles.drift.length) {
+    s += `  config files differing from the plan (${n.configFiles.drift.length} of ${n.configFiles.checked}):\n`;
+    for (const d of n.configFiles.drift) s += `    ${d.path} (${d.detail})\n`;
+  }
+  return s;
+}
+
+/** The clustered services, one block each. */
+export function formatClusters(r: StatusReport): string {
+  let s = `galera: ${r.galera.state}`;
+  if (r.galera.state !== ViewState.NOT_DEPLOYED) s += ` (plan: ${r.galera.expected} member(s))`;
+  s += '\n' + r.galera.members.map((m) => `  ${describeGaleraMember(m)}\n`).join('');
+  s += `rabbitmq: ${r.rabbitmq.state}`;
+  if (r.rabbitmq.state !== ViewState.NOT_DEPLOYED) s += ` (plan: ${r.rabbitmq.expected} node(s))`;
+  s += '\n' + r.rabbitmq.members.map((m) => `  ${describeRabbitMember(m)}\n`).join('');
+  const os = r.openstack;
+  s += `openstack: ${os.state}${os.via ? ` (asked in ${os.via})` : ''}${os.error ? `: ${os.error}` : ''}\n`;
+  if (os.computeServices) {
+    s += table(
+      ['BINARY', 'HOST', 'ZONE', 'STATUS', 'STATE', 'UPDATED'],
+      os.computeServices.map((c) => [c.binary, c.host, c.zone, c.status, c.state, c.updatedAt ?? '-']),
+    );
+  }
+  if (os.hypervisors) {
+    s += os.hypervisors.length
+      ? table(
+          ['HYPERVISOR', 'TYPE', 'HOST IP', 'STATE'],
+          os.hypervisors.map((h) => [h.hostname, h.type, h.hostIp, h.state]),
+        )
+      : '  no hypervisors\n';
+  }
+  return s;
+}
+
+/** The whole human report. */
+export function formatStatus(r: StatusReport): string {
+  const containers = r.nodes.reduce((n, x) => n + x.containers.length, 0);
+  let s =
+    `cloud ${r.cloud}: ${r.verdict.toUpperCase()} (exit status ${r.exitCode}); ` +
+    `${r.nodes.length} node(s), ${containers} container(s) of ${r.services.length} service(s), ${seconds(r.ms)}\n\n`;
+  s += r.nodes.map(formatNode).join('\n');
+  s += '\n' + formatClusters(r);
+  if (r.findings.length) {
+    s +=
+      '\nfindings:\n' +
+      table(
+        ['SEVERITY', 'NODE', 'SUBJECT', 'WHAT'],
+        r.findings.map((f) => [f.severity, f.node, f.subject, f.message]),
+      );
+  }
+  return s;
+}

@@ -1,0 +1,71 @@
+/**
+ * Galera as each MariaDB server sees it: the query, the parsing of its
+ * output and the verdict against the plan's number of members.
+ */
+import { Severity, ViewState, type Finding, type GaleraMember, type GaleraView } from './model.js';
+
+/**
+ * What is asked of each server (mariadb -N: tab-separated name/value lines).
+ * `wsrep_on` first: a single server runs without replication and then has no
+ * wsrep_local_state_comment at all.
+ */
+export const GALERA_QUERY =
+  "SELECT 'wsrep_on', @@wsrep_on; SHOW GLOBAL STATUS WHERE Variable_name IN " +
+  "('wsrep_cluster_size', 'wsrep_local_state_comment', 'wsrep_cluster_status', 'wsrep_ready')";
+
+/** Parse `name<TAB>value` lines. */
+export function parseVariables(text: string): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const line of text.split('\n')) {
+    const tab = line.indexOf('\t');
+    if (tab > 0) out.set(line.slice(0, tab).trim().toLowerCase(), line.slice(tab + 1).trim());
+  }
+  return out;
+}
+
+/** One member from its answer to GALERA_QUERY. */
+export function galeraMember(node: string, output: string): GaleraMember {
+  const v = parseVariables(output);
+  const on = v.get('wsrep_on');
+  const size = v.get('wsrep_cluster_size');
+  return {
+    node,
+    ...(on === undefined ? {} : { wsrepOn: on === '1' || on.toUpperCase() === 'ON' }),
+    ...(size === undefined || !/^\d+$/.test(size) ? {} : { clusterSize: Number(size) }),
+    ...(v.has('wsrep_local_state_comment') ? { localState: v.get('wsrep_local_state_comment')! } : {}),
+    ...(v.has('wsrep_cluster_status') ? { clusterStatus: v.get('wsrep_cluster_status')! } : {}),
+  };
+}
+
+/** The view and its findings, for the plan's `expected` members. */
+export function evaluateGalera(
+  expected: number,
+  members: readonly GaleraMember[],
+): { view: GaleraView; findings: Finding[] } {
+  if (expected === 0) return { view: { state: ViewState.NOT_DEPLOYED, expected, members: [] }, findings: [] };
+  const findings: Finding[] = [];
+  const bad = (node: string, message: string): void =>
+    void findings.push({ severity: Severity.UNHEALTHY, node, subject: 'galera', message });
+  for (const m of members) {
+    if (m.error !== undefined) bad(m.node, `not queried: ${m.error}`);
+    else if (m.wsrepOn === false) {
+      // One server: no replication by design (roles/templates/mariadb/galera.cnf.hbs).
+      if (expected > 1) bad(m.node, `replication is off (wsrep_on=0) in a cluster of ${expected}`);
+    } else {
+      if (m.localState !== 'Synced') bad(m.node, `local state ${m.localState ?? 'unknown'}, not Synced`);
+      if (m.clusterStatus !== 'Primary') bad(m.node, `cluster status ${m.clusterStatus ?? 'unknown'}, not Primary`);
+      if (m.clusterSize !== expected)
+        bad(m.node, `cluster size ${m.clusterSize ?? 'unknown'}, the plan has ${expected}`);
+    }
+  }
+  const answered = members.some((m) => m.error === undefined);
+  const state = !answered ? ViewState.UNKNOWN : findings.length ? ViewState.PROBLEM : ViewState.OK;
+  return { view: { state, expected, members }, findings };
+}
+
+/** One line per member for the human output. */
+export function describeGaleraMember(m: GaleraMember): string {
+  if (m.error !== undefined) return `${m.node}: ${m.error}`;
+  if (m.wsrepOn === false) return `${m.node}: standalone (wsrep off)`;
+  return `${m.node}: size ${m.clusterSize ?? '?'}, ${m.localState ?? '?'}, ${m.clusterStatus ?? '?'}`;
+}

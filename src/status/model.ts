@@ -1,0 +1,235 @@
+/**
+ * The shape of `stackctl status`: what was found on each node and in each
+ * clustered service, and the findings that decide the exit status. The JSON
+ * output is this report as is (docs/cli.md documents it); `version` changes
+ * when a field is renamed or removed.
+ */
+
+/** Version of the JSON shape. */
+export const STATUS_FORMAT_VERSION = 1;
+
+/** A planned container's lifecycle state, as Docker reports it. */
+export const ContainerState = {
+  /** Running (healthy or not: see Health). */
+  RUNNING: 'running',
+  /** Stopped, crashed or killed. */
+  EXITED: 'exited',
+  /** No container of that name on the node. */
+  MISSING: 'missing',
+  /** Created and never started. */
+  CREATED: 'created',
+  /** Docker's restart policy is bringing it back after it stopped. */
+  RESTARTING: 'restarting',
+  /** Frozen by `docker pause`. */
+  PAUSED: 'paused',
+  /** Docker failed to remove it; only removal is left. */
+  DEAD: 'dead',
+} as const;
+export type ContainerState = (typeof ContainerState)[keyof typeof ContainerState];
+
+/** Docker's healthcheck verdict. */
+export const Health = {
+  /** The healthcheck passes. */
+  HEALTHY: 'healthy',
+  /** The healthcheck failed `retries` times in a row. */
+  UNHEALTHY: 'unhealthy',
+  /** Within the start period, no verdict yet. */
+  STARTING: 'starting',
+  /** No healthcheck (or the container is not running). */
+  NONE: 'none',
+} as const;
+export type Health = (typeof Health)[keyof typeof Health];
+
+/** The container's configuration against the plan (its `org.stackctl.hash` label). */
+export const ConfigState = {
+  /** Hash label equals the plan's: a deploy leaves it alone. */
+  CURRENT: 'current',
+  /** Another hash: a deploy would recreate it (`changed` says which inputs). */
+  OUTDATED: 'outdated',
+  /** No container to compare. */
+  UNKNOWN: 'unknown',
+} as const;
+export type ConfigState = (typeof ConfigState)[keyof typeof ConfigState];
+
+/** How bad a finding is; the worst one decides the exit status. */
+export const Severity = {
+  /** Differs from the plan but runs: another image tag, a config a deploy would change. */
+  DRIFT: 'drift',
+  /** Something is down: a container not running or unhealthy, a cluster out of sync, a service down. */
+  UNHEALTHY: 'unhealthy',
+  /** A node could not be reached (or queried) at all. */
+  UNREACHABLE: 'unreachable',
+} as const;
+export type Severity = (typeof Severity)[keyof typeof Severity];
+
+/** Severities from least to most severe. */
+export const SEVERITY_ORDER: readonly Severity[] = [Severity.DRIFT, Severity.UNHEALTHY, Severity.UNREACHABLE];
+
+/** The overall verdict: healthy, or the worst severity found. */
+export type Verdict = 'healthy' | Severity;
+
+/** The state of a cluster-wide view (Galera, RabbitMQ, OpenStack). */
+export const ViewState = {
+  /** Queried and as the plan wants. */
+  OK: 'ok',
+  /** Queried, and something is wrong (see the findings). */
+  PROBLEM: 'problem',
+  /** The service is not in the plan (or not among `--services`): nothing to ask. */
+  NOT_DEPLOYED: 'not deployed',
+  /** Nobody could answer: nodes unreachable or containers down. */
+  UNKNOWN: 'unknown',
+} as const;
+export type ViewState = (typeof ViewState)[keyof typeof ViewState];
+
+/** One thing that is not as it should be. */
+export interface Finding {
+  readonly severity: Severity;
+  /** The node concerned, or `cloud` for a cluster-wide finding. */
+  readonly node: string;
+  /** Container, cluster or service name. */
+  readonly subject: string;
+  readonly message: string;
+}
+
+/** A StackctlError as the report carries it. */
+export interface ErrorInfo {
+  readonly code: string;
+  readonly message: string;
+  readonly hint?: string;
+}
+
+/** One planned container on one node. */
+export interface ContainerStatus {
+  readonly name: string;
+  readonly service: string;
+  readonly state: ContainerState;
+  readonly health: Health;
+  /** Exit code of a container that is not running. */
+  readonly exitCode?: number;
+  readonly image: {
+    /** The image reference the container was created from (absent when missing). */
+    readonly running?: string;
+    /** The reference the plan (release manifest and registry) wants. */
+    readonly wanted: string;
+    readonly runningTag?: string;
+    readonly wantedTag: string;
+    readonly matches: boolean;
+  };
+  readonly config: {
+    readonly state: ConfigState;
+    /** For `outdated`: the inputs that differ (`image`, `options`, `config <path>`). */
+    readonly changed: readonly string[];
+  };
+}
+
+/** A planned config file whose content on the node differs from the plan. */
+export interface ConfigFileDrift {
+  readonly path: string;
+  /** `missing` or `content changed`. */
+  readonly detail: string;
+}
+
+/** One node. */
+export interface NodeStatus {
+  readonly name: string;
+  readonly role: string;
+  /** The address stackctl reached it at (SSH). */
+  readonly address: string;
+  readonly reachable: boolean;
+  /** Why it could not be reached or queried. */
+  readonly error?: ErrorInfo;
+  readonly containers: readonly ContainerStatus[];
+  /** Planned config files checked on the node. */
+  readonly configFiles: { readonly checked: number; readonly drift: readonly ConfigFileDrift[] };
+  /** Milliseconds the node's queries took. */
+  readonly ms: number;
+}
+
+/** One Galera member's view of the cluster. */
+export interface GaleraMember {
+  readonly node: string;
+  /** `@@wsrep_on`: false for a single server without replication. */
+  readonly wsrepOn?: boolean;
+  readonly clusterSize?: number;
+  /** wsrep_local_state_comment: Synced, Donor/Desynced, Joining, … */
+  readonly localState?: string;
+  /** wsrep_cluster_status: Primary, non-Primary, Disconnected. */
+  readonly clusterStatus?: string;
+  readonly error?: string;
+}
+
+/** The Galera view. */
+export interface GaleraView {
+  readonly state: ViewState;
+  /** Members the plan has (MariaDB nodes). */
+  readonly expected: number;
+  readonly members: readonly GaleraMember[];
+}
+
+/** One RabbitMQ node's view of the cluster. */
+export interface RabbitMember {
+  readonly node: string;
+  readonly clusterName?: string;
+  readonly diskNodes?: readonly string[];
+  readonly runningNodes?: readonly string[];
+  /** Nodes this one sees on the other side of a network partition. */
+  readonly partitions?: readonly string[];
+  readonly alarms?: readonly string[];
+  readonly error?: string;
+}
+
+/** The RabbitMQ view. */
+export interface RabbitView {
+  readonly state: ViewState;
+  readonly expected: number;
+  readonly members: readonly RabbitMember[];
+}
+
+/** A row of `openstack compute service list`. */
+export interface ComputeService {
+  readonly binary: string;
+  readonly host: string;
+  readonly zone: string;
+  /** enabled / disabled */
+  readonly status: string;
+  /** up / down */
+  readonly state: string;
+  readonly updatedAt: string | null;
+}
+
+/** A row of `openstack hypervisor list`. */
+export interface Hypervisor {
+  readonly hostname: string;
+  readonly type: string;
+  readonly hostIp: string;
+  /** up / down */
+  readonly state: string;
+}
+
+/** The OpenStack view: Nova's own idea of its services and hypervisors. */
+export interface OpenStackView {
+  readonly state: ViewState;
+  /** `node/container` the OpenStack client ran in. */
+  readonly via?: string;
+  readonly computeServices?: readonly ComputeService[];
+  readonly hypervisors?: readonly Hypervisor[];
+  readonly error?: string;
+}
+
+/** Everything `stackctl status` found. */
+export interface StatusReport {
+  readonly version: typeof STATUS_FORMAT_VERSION;
+  readonly cloud: string;
+  /** ISO time the collection started. */
+  readonly time: string;
+  /** The services checked (`--services`, or every service of the plan). */
+  readonly services: readonly string[];
+  readonly verdict: Verdict;
+  readonly exitCode: number;
+  readonly nodes: readonly NodeStatus[];
+  readonly galera: GaleraView;
+  readonly rabbitmq: RabbitView;
+  readonly openstack: OpenStackView;
+  readonly findings: readonly Finding[];
+  readonly ms: number;
+}

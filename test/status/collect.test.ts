@@ -1,0 +1,213 @@
+/**
+ * Collection against fake nodes: nodes in parallel under the limit, an
+ * unreachable or hanging node reported without hiding the others, the
+ * clusters asked in their containers, and the admin password handed to the
+ * OpenStack client only through the exec environment.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { RemoteError } from '../../src/core/errors.js';
+import { Secret } from '../../src/core/secret.js';
+import type { ContainerInfo, ExecResult } from '../../src/remote/index.js';
+import { adminCredentials } from '../../src/roles/credentials.js';
+import { collectStatus, type StatusNodeAccess } from '../../src/status/collect.js';
+import { deployed, fakeEngine, labPlan, workOn, type ExecCall } from './fixture.js';
+
+const sample = (name: string): string => readFileSync(join(import.meta.dirname, 'samples', name), 'utf8');
+const ok = (stdout: string): ExecResult => ({ code: 0, stdout, stderr: '' });
+const PASSWORD = 'S3cret-admin-pw';
+
+/** Nodes whose containers are all deployed as planned; `tweak` may change or drop them. */
+function cloud(
+  services: readonly string[],
+  tweak: (node: string, c: Map<string, ContainerInfo>) => void = () => undefined,
+) {
+  const { plan, deployPlan } = labPlan(services);
+  const calls: ExecCall[] = [];
+  const answer = (_c: string, argv: readonly string[]): ExecResult => {
+    if (argv[0] === 'mariadb') return ok(sample('galera-wsrep-off.tsv'));
+    if (argv[0] === 'rabbitmqctl') return ok(sample('rabbitmq-cluster-status-3.10.json'));
+    if (argv.join(' ') === 'openstack compute service list -f json')
+      return ok(sample('openstack-compute-service-list.json'));
+    if (argv.join(' ') === 'openstack hypervisor list -f json') return ok(sample('openstack-hypervisor-list.json'));
+    return { code: 1, stdout: '', stderr: `unexpected ${argv.join(' ')}` };
+  };
+  const engines = new Map(
+    plan.nodes.map((n) => {
+      const containers = new Map(workOn(deployPlan, n.name).map((w) => [w.name, deployed(plan.cloud.name, w)]));
+      tweak(n.name, containers);
+      return [n.name, fakeEngine(containers, answer, calls)];
+    }),
+  );
+  // Every planned config file present with the planned content.
+  const sums = deployPlan.steps.flatMap((s) => s.nodes.flatMap((n) => n.configs.map((c) => `${c.sha256}  ${c.dest}`)));
+  const connect = (node: string): StatusNodeAccess => ({
+    node,
+    docker: engines.get(node)!,
+    exec: async () => ok(sums.join('\n')),
+  });
+  return { plan, deployPlan, services: [...services], calls, connect };
+}
+
+const IDENTITY = ['haproxy', 'keepalived', 'mariadb', 'memcached', 'keystone'];
+
+describe('collectStatus', () => {
+  it('all as planned: healthy, exit 0, Galera standalone, RabbitMQ and OpenStack not deployed', async () => {
+    const c = cloud(IDENTITY);
+    const r = await collectStatus(c, { connect: c.connect });
+    expect(r.findings).toEqual([]);
+    expect([r.verdict, r.exitCode]).toEqual(['healthy', 0]);
+    expect(r.nodes.map((n) => [n.name, n.reachable, n.containers.length])).toEqual([
+      ['ctl-0', true, 6],
+      ['cmp-0', true, 0],
+    ]);
+    expect(r.galera.state).toBe('ok');
+    expect([r.rabbitmq.state, r.openstack.state]).toEqual(['not deployed', 'not deployed']);
+  });
+
+  it('an unreachable node is reported with its error; the other is still reported in full', async () => {
+    const c = cloud(IDENTITY);
+    const r = await collectStatus(c, {
+      connect: (node) => {
+        if (node !== 'cmp-0') return c.connect(node);
+        const access = c.connect(node);
+        return {
+          ...access,
+          docker: {
+            ...access.docker,
+            version: () =>
+              Promise.reject(
+                new RemoteError('E_SSH_CONNECT', 'cmp-0 (192.168.24.11:22): connect EHOSTUNREACH', {
+                  hint: 'Is it on?',
+                }),
+              ),
+          },
+        };
+      },
+    });
+    expect([r.verdict, r.exitCode]).toEqual(['unreachable', 5]);
+    const cmp = r.nodes.find((n) => n.name === 'cmp-0')!;
+    expect(cmp).toMatchObject({
+      reachable: false,
+      error: { code: 'E_SSH_CONNECT', message: 'cmp-0 (192.168.24.11:22): connect EHOSTUNREACH', hint: 'Is it on?' },
+    });
+    expect(r.nodes.find((n) => n.name === 'ctl-0')?.containers).toHaveLength(6);
+    expect(r.findings).toEqual([
+      {
+        severity: 'unreachable',
+        node: 'cmp-0',
+        subject: 'node',
+        message: 'E_SSH_CONNECT: cmp-0 (192.168.24.11:22): connect EHOSTUNREACH',
+      },
+    ]);
+  });
+
+  it('a node that never answers is cut off at the deadline, and a connect that throws is a finding too', async () => {
+    const c = cloud(IDENTITY);
+    const t0 = Date.now();
+    const r = await collectStatus(
+      c,
+      {
+        connect: (node) => {
+          if (node === 'ctl-0') throw new RemoteError('E_NODE_ADDRESS', 'node ctl-0 has no address');
+          const access = c.connect(node);
+          return { ...access, docker: { ...access.docker, version: () => new Promise<never>(() => undefined) } };
+        },
+      },
+      { timeoutMs: 300 },
+    );
+    expect(Date.now() - t0).toBeLessThan(3000);
+    expect(r.nodes.map((n) => [n.name, n.reachable, n.error?.code])).toEqual([
+      ['ctl-0', false, 'E_NODE_ADDRESS'],
+      ['cmp-0', false, 'E_STATUS_TIMEOUT'],
+    ]);
+    // Galera's member on ctl-0 is not a second finding: the node's is enough.
+    expect(r.findings.map((f) => [f.node, f.subject])).toEqual([
+      ['ctl-0', 'node'],
+      ['cmp-0', 'node'],
+    ]);
+    expect(r.galera.state).toBe('unknown');
+  });
+
+  it('queries at most `concurrency` nodes at once', async () => {
+    const c = cloud(IDENTITY);
+    let now = 0;
+    let max = 0;
+    const r = await collectStatus(
+      c,
+      {
+        connect: (node) => {
+          const access = c.connect(node);
+          return {
+            ...access,
+            docker: {
+              ...access.docker,
+              version: async () => {
+                max = Math.max(max, ++now);
+                await new Promise((res) => setTimeout(res, 20));
+                now--;
+                return { version: 'x', apiVersion: 'y' };
+              },
+            },
+          };
+        },
+      },
+      { concurrency: 1 },
+    );
+    expect(r.exitCode).toBe(0);
+    expect(max).toBe(1);
+  });
+
+  it('a stopped container is unhealthy; the Galera query is not run in a stopped mariadb', async () => {
+    const c = cloud(IDENTITY, (node, containers) => {
+      if (node !== 'ctl-0') return;
+      const db = containers.get('mariadb')!;
+      containers.set('mariadb', { ...db, state: { ...db.state, status: 'exited', running: false, exitCode: 1 } });
+    });
+    const r = await collectStatus(c, { connect: c.connect });
+    expect([r.verdict, r.exitCode]).toEqual(['unhealthy', 8]);
+    expect(r.galera).toEqual({
+      state: 'unknown',
+      expected: 1,
+      members: [{ node: 'ctl-0', error: 'container mariadb exited' }],
+    });
+    expect(r.findings.map((f) => `${f.node} ${f.subject}: ${f.message}`)).toEqual([
+      'ctl-0 mariadb: exited (exit code 1)',
+      'ctl-0 galera: not queried: container mariadb exited',
+    ]);
+    expect(c.calls).toEqual([]);
+  });
+
+  it('Nova in the plan: the client runs in keystone with the admin password in its environment, never in argv', async () => {
+    const services = [
+      ...IDENTITY,
+      'rabbitmq',
+      'placement',
+      'nova-api',
+      'nova-conductor',
+      'nova-scheduler',
+      'nova-compute',
+    ];
+    const c = cloud(services);
+    const credentials = adminCredentials(c.plan, new Secret(PASSWORD), { iface: 'internal', region: 'RegionOne' })!.env;
+    const r = await collectStatus({ ...c, credentials }, { connect: c.connect });
+    expect(r.openstack).toMatchObject({ state: 'ok', via: 'ctl-0/keystone' });
+    expect(r.openstack.computeServices).toHaveLength(3);
+    expect(r.openstack.hypervisors).toEqual([{ hostname: 'cmp-0', type: 'fake', hostIp: '10.86.20.11', state: 'up' }]);
+    const client = c.calls.filter((x) => x.argv[0] === 'openstack');
+    expect(client.map((x) => [x.container, x.argv.slice(1, 3).join(' ')])).toEqual([
+      ['keystone', 'compute service'],
+      ['keystone', 'hypervisor list'],
+    ]);
+    for (const x of client) {
+      expect(x.argv.join(' ')).not.toContain(PASSWORD);
+      expect(x.env?.OS_PASSWORD).toBeInstanceOf(Secret);
+      expect(x.env?.OS_INTERFACE).toBe('internal');
+      expect(String(x.env?.OS_AUTH_URL)).toMatch(/^http:\/\/[\d.]+:5000\/v3$/);
+    }
+    expect(r.rabbitmq).toMatchObject({ state: 'ok', expected: 1 });
+    expect([r.verdict, r.exitCode]).toEqual(['healthy', 0]);
+    expect(JSON.stringify(r)).not.toContain(PASSWORD);
+  });
+});

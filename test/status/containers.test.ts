@@ -1,0 +1,120 @@
+/** A planned container against Docker's inspect result: state, health, image tag and config hash. */
+import { describe, expect, it } from 'vitest';
+import { LABEL } from '../../src/orchestrator/state.js';
+import { configDrift, containerFindings, containerStatus, tagOf } from '../../src/status/containers.js';
+import { deployed, labPlan, workOn } from './fixture.js';
+
+const { deployPlan } = labPlan(['memcached', 'mariadb']);
+const memcached = workOn(deployPlan, 'ctl-0').find((w) => w.name === 'memcached')!;
+const cloud = deployPlan.cloud;
+
+describe('containerStatus', () => {
+  it.each([
+    ['192.168.24.1:5000/stackctl/memcached:zed-1', 'zed-1'],
+    ['localhost:5000/memcached', 'latest'],
+    ['memcached:1.6', '1.6'],
+    ['reg/x@sha256:abc', 'sha256:abc'],
+  ])('tag of %s is %s', (ref, tag) => expect(tagOf(ref)).toBe(tag));
+
+  it('a container deployed as planned: running, healthy, the planned tag, up to date, no finding', () => {
+    const s = containerStatus(memcached, deployed(cloud, memcached));
+    expect(s).toEqual({
+      name: 'memcached',
+      service: 'memcached',
+      state: 'running',
+      health: 'healthy',
+      image: {
+        running: memcached.image,
+        runningTag: 'zed-1',
+        wanted: memcached.image,
+        wantedTag: 'zed-1',
+        matches: true,
+      },
+      config: { state: 'current', changed: [] },
+    });
+    expect(containerFindings('ctl-0', s)).toEqual([]);
+  });
+
+  it.each([
+    {
+      scenario: 'stopped',
+      info: () => deployed(cloud, memcached, { status: 'exited', running: false, exitCode: 137 }),
+      state: 'exited',
+      health: 'none',
+      findings: [['unhealthy', 'exited (exit code 137)']],
+    },
+    {
+      scenario: 'running but unhealthy',
+      info: () => deployed(cloud, memcached, { health: 'unhealthy' }),
+      state: 'running',
+      health: 'unhealthy',
+      findings: [['unhealthy', 'running but unhealthy']],
+    },
+    {
+      scenario: 'still starting',
+      info: () => deployed(cloud, memcached, { health: 'starting' }),
+      state: 'running',
+      health: 'starting',
+      findings: [['unhealthy', 'running but starting']],
+    },
+    {
+      scenario: 'missing',
+      info: () => undefined,
+      state: 'missing',
+      health: 'none',
+      findings: [['unhealthy', 'missing (a deploy would create it)']],
+    },
+  ])('$scenario', ({ info, state, health, findings }) => {
+    const s = containerStatus(memcached, info());
+    expect([s.state, s.health]).toEqual([state, health]);
+    expect(containerFindings('ctl-0', s).map((f) => [f.severity, f.message])).toEqual(findings);
+  });
+
+  it('another image tag and changed inputs: drift, naming both tags and what the deploy would recreate it for', () => {
+    const old = memcached.image.replace(':zed-1', ':zed-0');
+    const info = deployed(cloud, {
+      ...memcached,
+      image: old,
+      inputs: { ...memcached.inputs, image: old },
+      hash: 'f'.repeat(64),
+    });
+    const s = containerStatus(memcached, { ...info, image: old });
+    expect(s.image).toMatchObject({ runningTag: 'zed-0', wantedTag: 'zed-1', matches: false });
+    expect(s.config).toEqual({ state: 'outdated', changed: ['image'] });
+    expect(containerFindings('ctl-0', s)).toEqual([
+      {
+        severity: 'drift',
+        node: 'ctl-0',
+        subject: 'memcached',
+        message: `runs ${old}, the plan wants ${memcached.image}`,
+      },
+      { severity: 'drift', node: 'ctl-0', subject: 'memcached', message: 'a deploy would recreate it (image)' },
+    ]);
+  });
+
+  it('a container not made by stackctl says so (the deploy decision, reused)', () => {
+    const info = deployed(cloud, memcached);
+    const s = containerStatus(memcached, { ...info, labels: { [LABEL.cloud]: cloud } });
+    expect(s.config).toEqual({ state: 'outdated', changed: ['not deployed by stackctl'] });
+  });
+});
+
+describe('configDrift', () => {
+  it('lists missing and changed config files from sha256sum output', () => {
+    const configs = deployPlan.steps
+      .flatMap((s) => s.nodes.flatMap((n) => n.configs))
+      .filter((c) => c.node === 'ctl-0');
+    expect(configs.length).toBeGreaterThan(2);
+    const [a, b, ...rest] = configs;
+    const out = [
+      `${a!.sha256}  ${a!.dest}`,
+      `${'0'.repeat(64)}  ${b!.dest}`,
+      ...rest.map((c) => `${c.sha256}  ${c.dest}`),
+    ];
+    expect(configDrift(configs, out.join('\n'))).toEqual([{ path: b!.dest, detail: 'content changed' }]);
+    expect(configDrift(configs, out.slice(1).join('\n'))).toEqual([
+      { path: a!.dest, detail: 'missing' },
+      { path: b!.dest, detail: 'content changed' },
+    ]);
+  });
+});
