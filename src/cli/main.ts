@@ -13,6 +13,7 @@ import { registerPxe } from './pxe.js';
 import { registerRamdisk } from './ramdisk.js';
 import { registerSchema } from './schema.js';
 import { registerSecrets } from './secrets.js';
+import { registerUpgrade } from './upgrade.js';
 
 /** Build the command tree; exported for tests. */
 export function buildProgram(): Command {
@@ -30,6 +31,7 @@ export function buildProgram(): Command {
   registerNodes(program);
   registerRamdisk(registerImages(program));
   registerDeploy(program);
+  registerUpgrade(program);
   registerOpenrc(program);
   registerPxe(program);
   registerLabUp(registerLab(program));
