@@ -14,6 +14,7 @@ import { registerRamdisk } from './ramdisk.js';
 import { registerSchema } from './schema.js';
 import { registerSecrets } from './secrets.js';
 import { registerStatus } from './status.js';
+import { registerUpgrade } from './upgrade.js';
 
 /** Build the command tree; exported for tests. */
 export function buildProgram(): Command {
@@ -31,6 +32,7 @@ export function buildProgram(): Command {
   registerNodes(program);
   registerRamdisk(registerImages(program));
   registerDeploy(program);
+  registerUpgrade(program);
   registerOpenrc(program);
   registerStatus(program);
   registerPxe(program);

@@ -171,6 +171,43 @@ export const CloudSchema = Type.Object(
   { ...strict, description: 'the cloud as a whole' },
 );
 
+/** Where in an upgrade a user hook runs (besides where a service file names it). */
+export const HOOK_POINTS = ['pre-upgrade', 'pre-batch', 'post-batch', 'post-upgrade'] as const;
+export type HookPoint = (typeof HOOK_POINTS)[number];
+
+export const UpgradeHookSchema = Type.Object(
+  {
+    at: Type.Optional(
+      Type.Array(Type.Union(HOOK_POINTS.map((p) => Type.Literal(p))), {
+        minItems: 1,
+        uniqueItems: true,
+        description:
+          'points where the hook runs; absent: only where a service file names it (e.g. pre_batch: [nova-evacuate])',
+      }),
+    ),
+    run_on: Type.Union([Type.Literal('deploy-host'), Type.Literal('nodes')], {
+      description: 'deploy-host: once, on the machine running stackctl; nodes: on each node of the batch',
+    }),
+    command: Type.Array(Type.String(), {
+      minItems: 1,
+      description: 'argv, no shell; STACKCTL_HOOK, STACKCTL_HOOK_POINT and STACKCTL_BATCH_NODES are in its environment',
+    }),
+    timeout_s: Type.Optional(Type.Integer({ minimum: 1, default: 600, description: 'seconds before the hook fails' })),
+  },
+  { ...strict, description: 'a user hook of stackctl upgrade' },
+);
+
+export const UpgradeSettingsSchema = Type.Object(
+  {
+    hooks: Type.Optional(
+      Type.Record(Type.String({ pattern: '^[a-z][a-z0-9-]*$' }), UpgradeHookSchema, {
+        description: 'hook name -> hook; a name of a built-in hook (nova-evacuate, nova-enable) replaces it',
+      }),
+    ),
+  },
+  { ...strict, description: 'settings of stackctl upgrade' },
+);
+
 export const InventorySchema = Type.Object(
   {
     cloud: CloudSchema,
@@ -178,6 +215,7 @@ export const InventorySchema = Type.Object(
       description: 'network name -> definition; must include provisioning',
     }),
     nodes: Type.Array(NodeSchema, { minItems: 1, description: 'the physical machines' }),
+    upgrade: Type.Optional(UpgradeSettingsSchema),
   },
   {
     ...strict,
@@ -192,3 +230,4 @@ export type InventoryNode = Static<typeof NodeSchema>;
 export type Network = Static<typeof NetworkSchema>;
 export type Nic = Static<typeof NicSchema>;
 export type RootDevice = Static<typeof RootDeviceSchema>;
+export type UpgradeHook = Static<typeof UpgradeHookSchema>;

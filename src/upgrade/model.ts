@@ -1,0 +1,191 @@
+/**
+ * The upgrade plan as data (CONVENTIONS.md 13: upgrades are named phases).
+ * The planner (planner.ts) derives it from the service files' `upgrade`
+ * sections; a runner performs it phase by phase, step by step. Nothing here
+ * does I/O.
+ *
+ * A plan is a list of phases; a phase is a list of steps; a step is a barrier
+ * whose actions may run in parallel (they touch different nodes or are one
+ * run-once command).
+ */
+import type { HookPoint } from '../inventory/schema.js';
+
+/** Whether the target stays within the current OpenStack release. */
+export const UpgradeKind = {
+  /** Same OpenStack release, new image tags (rebuilt images): rolling. */
+  UPDATE: 'update',
+  /** A newer OpenStack release: database migrations, skew rules apply. */
+  MAJOR: 'major',
+} as const;
+export type UpgradeKind = (typeof UpgradeKind)[keyof typeof UpgradeKind];
+
+/** Where `--pause-at` stops and waits for `--continue`. */
+export const PauseAt = {
+  /** Before each offline migration window (APIs about to go down). */
+  MIGRATION: 'migration',
+  /** After each compute batch. */
+  BATCH: 'batch',
+  /** Never: run through (the failure budget still stops it). */
+  NEVER: 'never',
+} as const;
+export type PauseAt = (typeof PauseAt)[keyof typeof PauseAt];
+
+/** Kinds of phase, in the order they appear in a plan; each has a title. */
+export const PHASE_KINDS = {
+  /** Nothing stops: reachability, health, cluster state, images, capacity, the target's upgrade checks. */
+  precheck: 'prechecks: verify the cloud and the target before anything stops',
+  /** User hooks at pre-upgrade. */
+  'pre-upgrade': 'pre-upgrade hooks',
+  /** Every target image pulled on every node before any container stops. */
+  pull: 'pre-pull every target image on every node',
+  /** One service, or the services that must move together, of the control plane. */
+  control: 'control plane',
+  /** Nodes of batched services (nova-compute), N at a time, with evacuation hooks. */
+  batches: 'computes in batches',
+  /** User hooks at post-upgrade. */
+  'post-upgrade': 'post-upgrade hooks',
+} as const;
+export type PhaseKind = keyof typeof PHASE_KINDS;
+
+/** One container whose image changes on a node. */
+export interface ContainerSwap {
+  readonly node: string;
+  readonly service: string;
+  readonly container: string;
+  readonly from: string;
+  readonly to: string;
+}
+
+/** Which database migration command of a service's upgrade section. */
+export type MigrationStage = 'expand' | 'migrate' | 'contract' | 'offline';
+
+/** One thing to do. Every kind has a formatter in format.ts (a new kind fails to compile until it has one). */
+export type UpgradeAction =
+  | { readonly kind: 'check-reachable'; readonly nodes: readonly string[] }
+  | { readonly kind: 'check-healthy'; readonly service: string; readonly nodes: readonly string[] }
+  | { readonly kind: 'check-galera'; readonly nodes: readonly string[] }
+  | { readonly kind: 'check-rabbitmq'; readonly nodes: readonly string[] }
+  | { readonly kind: 'check-images'; readonly images: readonly string[] }
+  | { readonly kind: 'check-capacity'; readonly batch: readonly string[] }
+  | {
+      readonly kind: 'check-service';
+      readonly service: string;
+      readonly node: string;
+      readonly image: string;
+      readonly command: readonly string[];
+    }
+  | { readonly kind: 'pull'; readonly node: string; readonly images: readonly string[] }
+  | {
+      readonly kind: 'hook';
+      readonly hook: string;
+      readonly point: HookPoint;
+      /** 'built-in' for stackctl's own (e.g. nova-evacuate), 'inventory' for a user hook. */
+      readonly source: 'built-in' | 'inventory';
+      readonly runOn: 'deploy-host' | 'nodes';
+      /** Nodes of the batch (STACKCTL_BATCH_NODES); every node for pre/post-upgrade. */
+      readonly nodes: readonly string[];
+      readonly command?: readonly string[];
+    }
+  | { readonly kind: 'drain'; readonly node: string; readonly frontends: readonly string[] }
+  | { readonly kind: 'swap'; readonly node: string; readonly containers: readonly ContainerSwap[] }
+  | { readonly kind: 'stop'; readonly service: string; readonly node: string; readonly containers: readonly string[] }
+  | { readonly kind: 'start'; readonly node: string; readonly containers: readonly ContainerSwap[] }
+  | { readonly kind: 'health'; readonly node: string; readonly services: readonly string[] }
+  | { readonly kind: 'enable'; readonly node: string; readonly frontends: readonly string[] }
+  | { readonly kind: 'backup'; readonly service: string; readonly node: string; readonly databases: readonly string[] }
+  | {
+      readonly kind: 'migrate';
+      readonly stage: MigrationStage;
+      readonly service: string;
+      /** The bootstrap node of the service: migrations run once. */
+      readonly node: string;
+      /** The container whose definition (volumes, config) the one-off run borrows. */
+      readonly container: string;
+      /** Always the target image: the new code migrates. */
+      readonly image: string;
+      readonly command: readonly string[];
+    };
+export type UpgradeActionKind = UpgradeAction['kind'];
+
+/** A barrier: its actions may run in parallel; the next step starts when all succeeded. */
+export interface UpgradeStep {
+  readonly title: string;
+  readonly actions: readonly UpgradeAction[];
+}
+
+/** A declared stop of the runner: it waits for `upgrade --continue`. */
+export interface Pause {
+  readonly reason: string;
+}
+
+/** One named phase. */
+export interface UpgradePhase {
+  /** Stable id, used by --resume and in the journal: `precheck`, `control:keystone`, `batch:2`... */
+  readonly id: string;
+  readonly kind: PhaseKind;
+  readonly title: string;
+  /** Services the phase moves to the target images (empty for checks and hooks). */
+  readonly services: readonly string[];
+  /**
+   * For control phases, how the services' APIs fare: `rolling` (behind HAProxy,
+   * always up), `window` (offline migration: down on every node for the window).
+   */
+  readonly availability?: 'rolling' | 'window' | 'all-at-once';
+  /** Stop before this phase and wait for --continue. */
+  readonly pauseBefore?: Pause;
+  readonly steps: readonly UpgradeStep[];
+}
+
+/** Per service: what changes and how. */
+export interface ServiceChange {
+  readonly service: string;
+  readonly migration: 'none' | 'online' | 'offline';
+  readonly nodes: readonly string[];
+  /** image key -> [current tag, target tag] of the images whose tag changes. */
+  readonly images: Readonly<Record<string, readonly [string, string]>>;
+  /** Id of the phase that moves it (the first batch, for batched services). */
+  readonly phase: string;
+}
+
+/** Options that shape the plan. */
+export interface UpgradeOptions {
+  /** Nodes per compute batch; default: the role's update_serial. */
+  readonly batch?: number;
+  readonly pauseAt?: PauseAt;
+  /** Failure budget of the compute batches, in percent of their nodes (default 0). */
+  readonly maxFailPercent?: number;
+  /** First batch is one node, then a pause. */
+  readonly canary?: boolean;
+}
+
+/** The whole upgrade, printable with --plan and stable as JSON. */
+export interface UpgradePlan {
+  readonly cloud: string;
+  readonly kind: UpgradeKind;
+  readonly from: {
+    readonly release: string;
+    readonly openstack: string;
+    readonly series: string;
+    readonly suite: string;
+  };
+  readonly to: {
+    readonly release: string;
+    readonly openstack: string;
+    readonly series: string;
+    readonly suite: string;
+  };
+  /** Series releases the target is ahead of the current (0 for an update). */
+  readonly releasesAhead: number;
+  readonly options: {
+    readonly batch: number | 'role';
+    readonly pauseAt: PauseAt;
+    readonly maxFailPercent: number;
+    readonly canary: boolean;
+  };
+  readonly changes: readonly ServiceChange[];
+  /** Services of the cloud whose images do not change: left running. */
+  readonly unchanged: readonly string[];
+  readonly phases: readonly UpgradePhase[];
+  /** Things the operator should know before approving (e.g. a batch with nowhere to evacuate to). */
+  readonly warnings: readonly string[];
+}

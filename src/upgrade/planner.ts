@@ -1,0 +1,583 @@
+/**
+ * The upgrade planner: a pure, deterministic function of inventory, role
+ * catalog, current and target release manifests and options. It derives the
+ * phases from the service files' `upgrade` sections (migration kind,
+ * commands, backup, rolling, skew rules, hooks) and acts on nothing.
+ *
+ * Order: prechecks -> pre-upgrade hooks -> pre-pull -> control plane, one
+ * phase per service or per group of services that must move together, in
+ * `requires` order (deploy step, then name, breaks ties) -> computes in
+ * batches -> post-upgrade hooks.
+ */
+import { InputError, StackctlError, UsageError } from '../core/errors.js';
+import type { HookPoint, Inventory } from '../inventory/schema.js';
+import type { Catalog } from '../roles/catalog.js';
+import { imageRef } from '../roles/release.js';
+import type { Release, Service } from '../roles/schema.js';
+import { resolveHook, serviceHooks, userHooksAt, type ResolvedHook } from './hooks.js';
+import {
+  PHASE_KINDS,
+  PauseAt,
+  UpgradeKind,
+  type ContainerSwap,
+  type UpgradeAction,
+  type UpgradeOptions,
+  type UpgradePhase,
+  type UpgradePlan,
+  type UpgradeStep,
+  type ServiceChange,
+} from './model.js';
+import { checkSkew, isBatched, moveTogether, seriesOrdinal, type SkewViolation } from './skew.js';
+
+/** Inputs of the planner. */
+export interface UpgradeInput {
+  readonly inventory: Inventory;
+  readonly catalog: Catalog;
+  /** The release the cloud runs (the inventory's cloud.release). */
+  readonly current: Release;
+  /** The release to move to. */
+  readonly target: Release;
+  readonly options?: UpgradeOptions;
+}
+
+/** The plan would break a version-skew rule of a service file; nothing was done. */
+export class SkewRefused extends InputError {
+  readonly violations: readonly SkewViolation[];
+  constructor(violations: readonly SkewViolation[], current: Release, target: Release) {
+    const name = (v: SkewViolation): string =>
+      v.behind < 0
+        ? `${v.service} would run ${-v.behind} release(s) ahead of ${v.relativeTo}`
+        : `${v.service} would run ${v.behind} release(s) behind ${v.relativeTo} (allowed: ${v.allowed})`;
+    super(
+      'E_UPGRADE_SKEW',
+      `upgrade ${current.name} (${current.openstack} ${current.series}) -> ${target.name} (${target.openstack} ${target.series}) refused: ` +
+        violations.map((v) => `${name(v)} after phase ${v.after}`).join('; '),
+      {
+        hint:
+          'Upgrade through the releases in between, one at a time: upgrade.skew in each service file says how far ' +
+          'it may lag the service it follows.',
+        details: {
+          from: { release: current.name, openstack: current.openstack, series: current.series },
+          to: { release: target.name, openstack: target.openstack, series: target.series },
+          violations: violations.map((v) => ({ ...v })),
+        },
+      },
+    );
+    this.violations = violations;
+  }
+}
+
+/** Build the upgrade plan. Throws StackctlError (nothing is touched) when inputs do not allow one. */
+export function planUpgrade(input: UpgradeInput): UpgradePlan {
+  const { inventory: inv, catalog, current, target } = input;
+  const opts = checkOptions(input.options ?? {});
+  const pauseAt = opts.pauseAt ?? PauseAt.NEVER;
+  const kind = upgradeKind(current, target);
+  const fromOrd = seriesOrdinal(current.series);
+  const toOrd = seriesOrdinal(target.series);
+  const registry = inv.cloud.registry;
+
+  // Where each service runs (inventory order), and the services in deploy order.
+  const nodesOf = new Map<string, string[]>();
+  const roleOf = new Map<string, string>();
+  for (const node of inv.nodes) {
+    roleOf.set(node.name, node.role);
+    const role = catalog.roles.get(node.role);
+    if (!role) {
+      throw new InputError('E_UNKNOWN_ROLE', `node ${node.name} has role ${node.role}, which has no roles/ file`, {
+        hint: `Roles: ${[...catalog.roles.keys()].join(', ')}.`,
+      });
+    }
+    for (const s of role.services) {
+      let list = nodesOf.get(s);
+      if (!list) nodesOf.set(s, (list = []));
+      list.push(node.name);
+    }
+  }
+  const svc = (name: string): Service => catalog.services.get(name)!;
+  const used = [...nodesOf.keys()].sort((a, b) => svc(a).step - svc(b).step || a.localeCompare(b));
+  const bootstrap = (s: string): string => nodesOf.get(s)![0]!;
+
+  // What changes: a container whose image reference differs.
+  const swapsOf = new Map<string, ContainerSwap[]>(); // service -> swaps on every node
+  const tagChanges = new Map<string, Record<string, [string, string]>>();
+  const targetRefs = new Set<string>();
+  for (const s of used) {
+    for (const c of svc(s).containers) {
+      const to = imageRef(target, c.image, registry);
+      if (!to) {
+        throw new InputError(
+          'E_IMAGE_NOT_IN_RELEASE',
+          `service ${s} needs image '${c.image}', which the target release ${target.name} does not list`,
+          {
+            hint: `Add images.${c.image} to images/releases/${target.name}.yaml.`,
+            location: { file: `images/releases/${target.name}.yaml` },
+            details: { service: s, image: c.image, release: target.name },
+          },
+        );
+      }
+      targetRefs.add(to);
+      const from = imageRef(current, c.image, registry) ?? '(none)';
+      if (from === to) continue;
+      const tags = tagChanges.get(s) ?? {};
+      tags[c.image] = [current.images[c.image]?.tag ?? '(none)', target.images[c.image]!.tag];
+      tagChanges.set(s, tags);
+      const list = swapsOf.get(s) ?? [];
+      for (const node of nodesOf.get(s)!) list.push({ node, service: s, container: c.name, from, to });
+      swapsOf.set(s, list);
+    }
+  }
+  const changed = used.filter((s) => swapsOf.has(s));
+  const unchanged = used.filter((s) => !swapsOf.has(s));
+  const control = changed.filter((s) => !isBatched(catalog, s));
+  const batched = changed.filter((s) => isBatched(catalog, s));
+  const swapsOn = (services: readonly string[], node: string): ContainerSwap[] =>
+    services.flatMap((s) => swapsOf.get(s)!.filter((w) => w.node === node));
+
+  const phases: UpgradePhase[] = [];
+  const warnings: string[] = [];
+  const phaseOf = new Map<string, string>();
+  if (current.distro.suite !== target.distro.suite) {
+    warnings.push(
+      `the images move from Debian ${current.distro.suite} to ${target.distro.suite}; the nodes' host OS is not upgraded`,
+    );
+  }
+
+  if (changed.length === 0) {
+    return {
+      cloud: inv.cloud.name,
+      kind,
+      from: summary(current),
+      to: summary(target),
+      releasesAhead: toOrd - fromOrd,
+      options: optionSummary(opts, pauseAt),
+      changes: [],
+      unchanged,
+      phases: [],
+      warnings: [...warnings, `no image of this cloud changes between ${current.name} and ${target.name}`],
+    };
+  }
+
+  // Compute batches: per role, in inventory order, `--batch` or the role's update_serial nodes at a time.
+  const batchNodes = inv.nodes.map((n) => n.name).filter((n) => batched.some((s) => nodesOf.get(s)!.includes(n)));
+  const batches: string[][] = [];
+  const remaining = [...batchNodes];
+  if (opts.canary && remaining.length > 1) batches.push(remaining.splice(0, 1));
+  for (const role of [...new Set(remaining.map((n) => roleOf.get(n)!))]) {
+    const nodes = remaining.filter((n) => roleOf.get(n) === role);
+    const size = opts.batch ?? catalog.roles.get(role)!.update_serial;
+    for (let i = 0; i < nodes.length; i += size) batches.push(nodes.slice(i, i + size));
+  }
+
+  // Prechecks.
+  const everyNode = inv.nodes.map((n) => n.name);
+  const largest = batches.reduce<string[]>((a, b) => (b.length > a.length ? b : a), []);
+  const checks: UpgradeAction[] = changed.flatMap((s) =>
+    (svc(s).upgrade.check ?? []).map((command) => ({
+      kind: 'check-service' as const,
+      service: s,
+      node: bootstrap(s),
+      image: targetImageOf(s, 0),
+      command,
+    })),
+  );
+  phases.push(
+    phase(
+      'precheck',
+      'precheck',
+      PHASE_KINDS.precheck,
+      [],
+      [
+        step('the cloud as it runs', [
+          { kind: 'check-reachable', nodes: everyNode },
+          ...used.map((s) => ({ kind: 'check-healthy' as const, service: s, nodes: nodesOf.get(s)! })),
+          ...(nodesOf.has('mariadb') ? [{ kind: 'check-galera' as const, nodes: nodesOf.get('mariadb')! }] : []),
+          ...(nodesOf.has('rabbitmq') ? [{ kind: 'check-rabbitmq' as const, nodes: nodesOf.get('rabbitmq')! }] : []),
+        ]),
+        step('the target', [
+          { kind: 'check-images', images: [...targetRefs].sort() },
+          ...(batches.length && serviceHooks(catalog, batched, 'pre_batch').length
+            ? [{ kind: 'check-capacity' as const, batch: largest }]
+            : []),
+        ]),
+        ...(checks.length ? [step("the target's own upgrade checks", checks)] : []),
+      ],
+    ),
+  );
+
+  const hookPhase = (point: HookPoint & ('pre-upgrade' | 'post-upgrade')): void => {
+    const hooks = userHooksAt(inv, point);
+    if (hooks.length) {
+      phases.push(
+        phase(
+          point,
+          point,
+          PHASE_KINDS[point],
+          [],
+          [
+            step(
+              `${point} hooks`,
+              hooks.map((h) => hookAction(h, point, everyNode)),
+            ),
+          ],
+        ),
+      );
+    }
+  };
+  hookPhase('pre-upgrade');
+
+  // Pre-pull: every target image on every node, before anything stops.
+  phases.push(
+    phase(
+      'pull',
+      'pull',
+      PHASE_KINDS.pull,
+      [],
+      [
+        step(
+          'pull',
+          everyNode
+            .map((node) => ({
+              kind: 'pull' as const,
+              node,
+              images: [...new Set(swapsOn(changed, node).map((w) => w.to))].sort(),
+            }))
+            .filter((a) => a.images.length > 0),
+        ),
+      ],
+    ),
+  );
+
+  // Control plane, group by group in requires order.
+  const dbNode = nodesOf.get('mariadb')?.[0];
+  for (const group of orderGroups(catalog, control, moveTogether(catalog, control))) {
+    const id = `control:${group.join('+')}`;
+    for (const s of group) phaseOf.set(s, id);
+    const offline = group.filter((s) => svc(s).upgrade.migration === 'offline');
+    const live = group.filter((s) => svc(s).upgrade.migration !== 'offline');
+    const steps: UpgradeStep[] = [];
+    const backup = (s: string): void => {
+      const dbs = (svc(s).databases ?? []).map((d) => d.name);
+      if (svc(s).upgrade.backup_database && dbs.length)
+        steps.push(
+          step(`back up the ${s} database`, [
+            { kind: 'backup', service: s, node: dbNode ?? bootstrap(s), databases: dbs },
+          ]),
+        );
+    };
+    const migrate = (s: string, stage: 'expand' | 'migrate' | 'contract' | 'offline'): void => {
+      for (const command of svc(s).upgrade[stage] ?? []) {
+        steps.push(
+          step(`${s}: ${stage} (once, on ${bootstrap(s)})`, [
+            {
+              kind: 'migrate',
+              stage,
+              service: s,
+              node: bootstrap(s),
+              container: svc(s).containers[0]!.name,
+              image: targetImageOf(s, 0),
+              command,
+            },
+          ]),
+        );
+      }
+    };
+
+    // Offline migrations: the declared window in which the service's APIs are down on every node.
+    for (const s of offline) {
+      const nodes = nodesOf.get(s)!;
+      steps.push(
+        step(
+          `stop ${s} on every node: its API is down from here`,
+          nodes.map((node) => ({
+            kind: 'stop' as const,
+            service: s,
+            node,
+            containers: svc(s).containers.map((c) => c.name),
+          })),
+        ),
+      );
+      backup(s);
+      migrate(s, 'offline');
+      steps.push(
+        step(
+          `start the new ${s} containers on every node`,
+          nodes.map((node) => ({ kind: 'start' as const, node, containers: swapsOn([s], node) })),
+        ),
+      );
+      steps.push(
+        step(
+          `health gate: ${s} up on every node (end of the window)`,
+          nodes.map((node) => ({ kind: 'health' as const, node, services: [s] })),
+        ),
+      );
+    }
+
+    // Online (or no) migrations: expand, restart node by node behind HAProxy, migrate, contract.
+    if (live.length) {
+      for (const s of live) {
+        if (!svc(s).upgrade.contract?.length && svc(s).upgrade.expand?.length) backup(s);
+        migrate(s, 'expand');
+      }
+      const nodes = everyNode.filter((n) => live.some((s) => nodesOf.get(s)!.includes(n)));
+      const rolling = live.every((s) => svc(s).upgrade.rolling);
+      const serial = rolling ? rollingSerial(catalog, live, nodes, roleOf) : nodes.length;
+      if (rolling && nodes.length === 1 && live.some((s) => (svc(s).haproxy ?? []).length > 0)) {
+        warnings.push(`${live.join(', ')} run(s) on one node only (${nodes[0]}): the API is down while it restarts`);
+      }
+      for (let i = 0; i < nodes.length; i += serial) {
+        const round = nodes.slice(i, i + serial);
+        const actions: UpgradeAction[] = [];
+        for (const node of round) {
+          const here = live.filter((s) => nodesOf.get(s)!.includes(node));
+          const frontends = here.flatMap((s) => (svc(s).haproxy ?? []).map((f) => f.name));
+          if (rolling && frontends.length) actions.push({ kind: 'drain', node, frontends });
+          actions.push({ kind: 'swap', node, containers: swapsOn(here, node) });
+          actions.push({ kind: 'health', node, services: here });
+          if (rolling && frontends.length) actions.push({ kind: 'enable', node, frontends });
+        }
+        steps.push(step(rolling ? `restart on ${round.join(', ')}` : `restart on every node at once`, actions));
+      }
+      for (const s of live) migrate(s, 'migrate');
+      for (const s of live) {
+        if (svc(s).upgrade.contract?.length) {
+          backup(s);
+          migrate(s, 'contract');
+        }
+      }
+    }
+
+    const availability = offline.length
+      ? 'window'
+      : live.every((s) => svc(s).upgrade.rolling)
+        ? 'rolling'
+        : 'all-at-once';
+    const pause =
+      offline.length && pauseAt === PauseAt.MIGRATION
+        ? { reason: `offline migration of ${offline.join(', ')}: its API goes down on every node` }
+        : undefined;
+    phases.push(
+      phase(id, 'control', `${PHASE_KINDS.control}: ${group.join(', ')}`, group, steps, {
+        availability,
+        ...(pause ? { pauseBefore: pause } : {}),
+      }),
+    );
+  }
+
+  // Computes in batches: pre-batch hooks (evacuation), swap, health gate, post-batch hooks.
+  if (batches.length) {
+    const pre = serviceHooks(catalog, batched, 'pre_batch').map((h) =>
+      resolveHook(h, inv, `the upgrade section of ${batched.join(', ')}`),
+    );
+    const post = serviceHooks(catalog, batched, 'post_batch').map((h) =>
+      resolveHook(h, inv, `the upgrade section of ${batched.join(', ')}`),
+    );
+    const preUser = userHooksAt(inv, 'pre-batch').filter((h) => !pre.some((p) => p.name === h.name));
+    const postUser = userHooksAt(inv, 'post-batch').filter((h) => !post.some((p) => p.name === h.name));
+    const everyBatched = new Set(batchNodes);
+    batches.forEach((nodes, i) => {
+      const id = `batch:${i + 1}`;
+      const steps: UpgradeStep[] = [
+        ...[...pre, ...preUser].map((h) => step(`pre-batch hook ${h.name}`, [hookAction(h, 'pre-batch', nodes)])),
+        step(
+          `upgrade ${nodes.join(', ')}`,
+          nodes.map((node) => ({ kind: 'swap' as const, node, containers: swapsOn(batched, node) })),
+        ),
+        step(
+          'health gate',
+          nodes.map((node) => ({
+            kind: 'health' as const,
+            node,
+            services: batched.filter((s) => nodesOf.get(s)!.includes(node)),
+          })),
+        ),
+        ...[...post, ...postUser].map((h) => step(`post-batch hook ${h.name}`, [hookAction(h, 'post-batch', nodes)])),
+      ];
+      const pause =
+        i === 1 && opts.canary
+          ? { reason: `canary batch ${batches[0]!.join(', ')} done` }
+          : i > 0 && pauseAt === PauseAt.BATCH
+            ? { reason: `batch ${i} (${batches[i - 1]!.join(', ')}) done` }
+            : undefined;
+      phases.push(
+        phase(id, 'batches', `${PHASE_KINDS.batches}: batch ${i + 1}/${batches.length}`, batched, steps, {
+          ...(pause ? { pauseBefore: pause } : {}),
+        }),
+      );
+      if (pre.length && nodes.length === everyBatched.size) {
+        warnings.push(
+          `batch ${i + 1} holds every host of ${batched.join(', ')} (${nodes.join(', ')}): evacuation has nowhere to go, ` +
+            'so its hook refuses unless the hosts are empty',
+        );
+      }
+    });
+    for (const s of batched) phaseOf.set(s, 'batch:1');
+  }
+  hookPhase('post-upgrade');
+
+  // Skew: walk the phases; a service may lag the one it follows only as far as its file allows.
+  const moves = phases.map((p) => ({
+    id: p.id,
+    services: p.kind === 'batches' && p.id !== `batch:${batches.length}` ? [] : p.services,
+  }));
+  const violations = checkSkew(catalog, used, moves, fromOrd, toOrd);
+  if (violations.length) throw new SkewRefused(violations, current, target);
+
+  const changes: ServiceChange[] = changed.map((s) => ({
+    service: s,
+    migration: svc(s).upgrade.migration,
+    nodes: nodesOf.get(s)!,
+    images: tagChanges.get(s)!,
+    phase: phaseOf.get(s)!,
+  }));
+  return {
+    cloud: inv.cloud.name,
+    kind,
+    from: summary(current),
+    to: summary(target),
+    releasesAhead: toOrd - fromOrd,
+    options: optionSummary(opts, pauseAt),
+    changes,
+    unchanged,
+    phases,
+    warnings,
+  };
+
+  /** The target image of a service's n-th container. */
+  function targetImageOf(s: string, n: number): string {
+    return imageRef(target, svc(s).containers[n]!.image, registry)!;
+  }
+}
+
+/** Update within a release or a newer release; refuses a downgrade and manifests that disagree. */
+export function upgradeKind(current: Release, target: Release): UpgradeKind {
+  const from = seriesOrdinal(current.series);
+  const to = seriesOrdinal(target.series);
+  if (from === to) {
+    if (current.openstack !== target.openstack) {
+      throw new InputError(
+        'E_RELEASE_MISMATCH',
+        `releases ${current.name} and ${target.name} both say series ${target.series} but name different OpenStack releases (${current.openstack}, ${target.openstack})`,
+        { hint: 'Fix openstack: or series: in one of the release manifests.' },
+      );
+    }
+    return UpgradeKind.UPDATE;
+  }
+  if (to < from) {
+    throw new InputError(
+      'E_UPGRADE_DOWNGRADE',
+      `${target.name} (${target.openstack} ${target.series}) is older than the running ${current.name} (${current.openstack} ${current.series})`,
+      { hint: 'Downgrades are not supported: restore from the backups taken before the upgrade instead.' },
+    );
+  }
+  return UpgradeKind.MAJOR;
+}
+
+function checkOptions(o: UpgradeOptions): UpgradeOptions {
+  if (o.batch !== undefined && (!Number.isInteger(o.batch) || o.batch < 1)) {
+    throw new UsageError('E_OPTION', `--batch ${o.batch} is not a positive whole number`, {
+      hint: 'For example --batch 2.',
+    });
+  }
+  if (o.maxFailPercent !== undefined && !(o.maxFailPercent >= 0 && o.maxFailPercent <= 100)) {
+    throw new UsageError('E_OPTION', `--max-fail-percent ${o.maxFailPercent} is not between 0 and 100`, {
+      hint: 'For example --max-fail-percent 10.',
+    });
+  }
+  if (o.pauseAt !== undefined && !Object.values(PauseAt).includes(o.pauseAt)) {
+    throw new UsageError(
+      'E_OPTION',
+      `--pause-at ${String(o.pauseAt)} is not one of ${Object.values(PauseAt).join(', ')}`,
+      {
+        hint: 'For example --pause-at migration.',
+      },
+    );
+  }
+  return o;
+}
+
+/**
+ * Nodes restarted at once for rolling services: the smallest update_serial of
+ * their nodes' roles, never every node (one stays up behind HAProxy), and one
+ * for quorum clusters (Galera, RabbitMQ keep quorum).
+ */
+function rollingSerial(
+  catalog: Catalog,
+  services: readonly string[],
+  nodes: readonly string[],
+  roleOf: ReadonlyMap<string, string>,
+): number {
+  if (services.some((s) => catalog.services.get(s)!.cluster === 'quorum')) return 1;
+  const serial = Math.min(...nodes.map((n) => catalog.roles.get(roleOf.get(n)!)!.update_serial));
+  return Math.max(1, Math.min(serial, nodes.length - 1));
+}
+
+/** Groups in `requires` order (Kahn), ties broken by deploy step then name. */
+function orderGroups(catalog: Catalog, services: readonly string[], groups: readonly string[][]): string[][] {
+  const groupOf = new Map<string, number>();
+  groups.forEach((g, i) => g.forEach((s) => groupOf.set(s, i)));
+  const deps = groups.map((g) => {
+    const d = new Set<number>();
+    for (const s of g)
+      for (const r of catalog.services.get(s)!.requires ?? []) {
+        const j = groupOf.get(r);
+        if (j !== undefined && !g.includes(r)) d.add(j);
+      }
+    return d;
+  });
+  const rank = (i: number): [number, string] => {
+    const g = groups[i]!;
+    return [Math.min(...g.map((s) => catalog.services.get(s)!.step)), [...g].sort()[0]!];
+  };
+  const done = new Set<number>();
+  const out: string[][] = [];
+  while (out.length < groups.length) {
+    const ready = groups
+      .map((_, i) => i)
+      .filter((i) => !done.has(i) && [...deps[i]!].every((d) => done.has(d)))
+      .sort((a, b) => rank(a)[0] - rank(b)[0] || rank(a)[1].localeCompare(rank(b)[1]));
+    if (!ready.length) {
+      throw new StackctlError('E_REQUIRES_CYCLE', `services ${services.join(', ')} require each other in a cycle`, {
+        hint: 'Fix requires: in roles/services/.',
+      });
+    }
+    done.add(ready[0]!);
+    out.push(groups[ready[0]!]!);
+  }
+  return out;
+}
+
+function hookAction(h: ResolvedHook, point: HookPoint, nodes: readonly string[]): UpgradeAction {
+  return {
+    kind: 'hook',
+    hook: h.name,
+    point,
+    source: h.source,
+    runOn: h.runOn,
+    nodes,
+    ...(h.command ? { command: h.command } : {}),
+  };
+}
+
+function step(title: string, actions: readonly UpgradeAction[]): UpgradeStep {
+  return { title, actions };
+}
+
+function phase(
+  id: string,
+  kind: UpgradePhase['kind'],
+  title: string,
+  services: readonly string[],
+  steps: readonly UpgradeStep[],
+  extra: Pick<UpgradePhase, 'availability' | 'pauseBefore'> = {},
+): UpgradePhase {
+  return { id, kind, title, services, ...extra, steps };
+}
+
+function summary(r: Release): UpgradePlan['from'] {
+  return { release: r.name, openstack: r.openstack, series: r.series, suite: r.distro.suite };
+}
+
+function optionSummary(o: UpgradeOptions, pauseAt: PauseAt): UpgradePlan['options'] {
+  return { batch: o.batch ?? 'role', pauseAt, maxFailPercent: o.maxFailPercent ?? 0, canary: o.canary ?? false };
+}

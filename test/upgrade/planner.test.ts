@@ -1,0 +1,372 @@
+import { readdirSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { StackctlError } from '../../src/core/errors.js';
+import { defaultReleasesDir, defaultRolesDir } from '../../src/core/paths.js';
+import { generateInventoryYaml } from '../../src/inventory/generate.js';
+import { parseInventory } from '../../src/inventory/load.js';
+import { loadCatalog } from '../../src/roles/catalog.js';
+import { loadRelease } from '../../src/roles/release.js';
+import type { Release } from '../../src/roles/schema.js';
+import { ACTION_FORMAT, formatAction, formatUpgradePlan, upgradePlanToJson } from '../../src/upgrade/format.js';
+import { BUILTIN_HOOKS, resolveHook } from '../../src/upgrade/hooks.js';
+import type { UpgradeAction, UpgradeOptions, UpgradePhase, UpgradePlan } from '../../src/upgrade/model.js';
+import { planUpgrade, SkewRefused, upgradeKind } from '../../src/upgrade/planner.js';
+import { moveTogether, seriesOrdinal } from '../../src/upgrade/skew.js';
+
+const catalog = loadCatalog(defaultRolesDir());
+const releases = defaultReleasesDir();
+const zed = loadRelease(releases, 'zed');
+const zedUpdate = loadRelease(releases, 'zed-update');
+const epoxy = loadRelease(releases, 'epoxy');
+
+/** A 3-controller, 2-compute inventory (the lab topology 3ctl-2comp), optionally with extra YAML. */
+function inventory(extra = '', computes = 2) {
+  const text = generateInventoryYaml({ name: 'lab', controllers: 3, computes, lab: true }) + extra;
+  return parseInventory('inv.yaml', text, { roles: catalog.roleInfo }).inventory;
+}
+
+function plan(target: Release, options: UpgradeOptions = {}, extra = '', computes = 2): UpgradePlan {
+  return planUpgrade({ inventory: inventory(extra, computes), catalog, current: zed, target, options });
+}
+
+const phaseById = (p: UpgradePlan, id: string): UpgradePhase => {
+  const found = p.phases.find((x) => x.id === id);
+  if (!found) throw new Error(`no phase ${id} in ${p.phases.map((x) => x.id).join(', ')}`);
+  return found;
+};
+const actions = (ph: UpgradePhase): UpgradeAction[] => ph.steps.flatMap((s) => s.actions);
+const kinds = (ph: UpgradePhase): string[] => ph.steps.map((s) => [...new Set(s.actions.map((a) => a.kind))].join('+'));
+
+/** A release one series after zed with every tag bumped (as an Antelope manifest would be). */
+const antelope: Release = {
+  ...zedUpdate,
+  name: 'antelope',
+  openstack: 'antelope',
+  series: '2023.1',
+  images: Object.fromEntries(Object.entries(zed.images).map(([k, v]) => [k, { ...v, tag: 'antelope-1' }])),
+};
+
+describe('release manifests', () => {
+  it('loads every shipped manifest, zed-update as an update of zed and epoxy on trixie', () => {
+    const names = readdirSync(releases)
+      .filter((f) => f.endsWith('.yaml'))
+      .map((f) => f.replace(/\.yaml$/, ''))
+      .sort();
+    expect(names).toEqual(['epoxy', 'zed', 'zed-update']);
+    for (const n of names) expect(loadRelease(releases, n).name).toBe(n);
+    expect(upgradeKind(zed, zedUpdate)).toBe('update');
+    expect(upgradeKind(zed, epoxy)).toBe('major');
+    expect(epoxy.distro.suite).toBe('trixie');
+    expect(Object.keys(zedUpdate.images).sort()).toEqual(Object.keys(zed.images).sort());
+  });
+
+  it('refuses an unknown target manifest, naming it', () => {
+    expect(() => loadRelease(releases, 'zed-nope')).toThrow(
+      expect.objectContaining({ code: 'E_UNKNOWN_RELEASE', message: expect.stringContaining("'zed-nope'") }),
+    );
+  });
+
+  it('orders series: consecutive releases differ by one', () => {
+    expect(seriesOrdinal('2023.1') - seriesOrdinal('2022.2')).toBe(1);
+    expect(seriesOrdinal('2025.1') - seriesOrdinal('2022.2')).toBe(5);
+    expect(() => seriesOrdinal('2022.3')).toThrow(expect.objectContaining({ code: 'E_SERIES' }));
+  });
+});
+
+describe('planUpgrade zed -> zed-update on 3 controllers and 2 computes', () => {
+  it('moves only the services whose image tag changes, and leaves the others running', () => {
+    const p = plan(zedUpdate);
+    expect(p.kind).toBe('update');
+    expect(p.releasesAhead).toBe(0);
+    expect(p.changes.map((c) => c.service).sort()).toEqual([
+      'glance',
+      'keystone',
+      'neutron-server',
+      'nova-api',
+      'nova-compute',
+      'nova-conductor',
+      'nova-scheduler',
+      'placement',
+    ]);
+    expect(p.unchanged).toEqual(['haproxy', 'keepalived', 'mariadb', 'memcached', 'rabbitmq']);
+    expect(p.changes.find((c) => c.service === 'keystone')!.images).toEqual({ keystone: ['zed-1', 'zed-2'] });
+    // Nothing of an unchanged service is pulled, stopped or swapped.
+    const moved = p.phases
+      .flatMap(actions)
+      .flatMap((a) =>
+        a.kind === 'swap' || a.kind === 'start'
+          ? a.containers.map((c) => c.service)
+          : a.kind === 'stop'
+            ? [a.service]
+            : [],
+      );
+    for (const s of p.unchanged) expect(moved).not.toContain(s);
+    const pulled = actions(phaseById(p, 'pull')).flatMap((a) => (a.kind === 'pull' ? a.images : []));
+    expect(pulled.every((ref) => ref.endsWith(':zed-2'))).toBe(true);
+  });
+
+  it('puts the phases in order: prechecks, pull, control plane in requires order, then computes', () => {
+    const p = plan(zedUpdate, { batch: 1 });
+    expect(p.phases.map((x) => x.id)).toEqual([
+      'precheck',
+      'pull',
+      'control:keystone',
+      'control:glance',
+      'control:neutron-server',
+      'control:placement',
+      'control:nova-api+nova-conductor+nova-scheduler',
+      'batch:1',
+      'batch:2',
+    ]);
+  });
+
+  it('checks the target images and runs the target nova-status upgrade check before anything stops', () => {
+    const pre = actions(phaseById(plan(zedUpdate), 'precheck'));
+    const images = pre.find((a) => a.kind === 'check-images');
+    expect(images && images.kind === 'check-images' && images.images).toContain(
+      '192.168.24.1:5000/stackctl/keystone:zed-2',
+    );
+    expect(pre).toContainEqual(
+      expect.objectContaining({
+        kind: 'check-service',
+        service: 'nova-api',
+        command: ['nova-status', 'upgrade', 'check'],
+        image: '192.168.24.1:5000/stackctl/nova-api:zed-2',
+      }),
+    );
+    expect(pre.map((a) => a.kind)).toEqual(
+      expect.arrayContaining(['check-galera', 'check-rabbitmq', 'check-capacity']),
+    );
+  });
+
+  it.each([
+    { batch: 1, batches: [['cmp-0'], ['cmp-1']] },
+    { batch: 2, batches: [['cmp-0', 'cmp-1']] },
+    { batch: undefined, batches: [['cmp-0'], ['cmp-1']] }, // the Compute role's update_serial: 1
+  ])('makes compute batches of $batch', ({ batch, batches }) => {
+    const p = plan(zedUpdate, batch === undefined ? {} : { batch });
+    const got = p.phases
+      .filter((x) => x.kind === 'batches')
+      .map((x) => actions(x).flatMap((a) => (a.kind === 'swap' ? [a.node] : [])));
+    expect(got).toEqual(batches);
+    expect(p.options.batch).toBe(batch ?? 'role');
+  });
+
+  it('evacuates each batch with the nova-compute hooks around the swap', () => {
+    const b = phaseById(plan(zedUpdate, { batch: 1 }), 'batch:2');
+    expect(b.steps.map((s) => s.title)).toEqual([
+      'pre-batch hook nova-evacuate',
+      'upgrade cmp-1',
+      'health gate',
+      'post-batch hook nova-enable',
+    ]);
+    expect(b.steps[0]!.actions[0]).toMatchObject({
+      kind: 'hook',
+      hook: 'nova-evacuate',
+      source: 'built-in',
+      nodes: ['cmp-1'],
+    });
+  });
+
+  it('warns when a batch holds every compute host: evacuation has nowhere to go', () => {
+    expect(plan(zedUpdate, { batch: 2 }).warnings.join('\n')).toMatch(/batch 1 holds every host of nova-compute/);
+    expect(plan(zedUpdate, { batch: 1 }).warnings).toEqual([]);
+  });
+
+  it('gives keystone (offline migration) a window: stop everywhere, back up, migrate once, start, health gate', () => {
+    const k = phaseById(plan(zedUpdate, { pauseAt: 'migration' }), 'control:keystone');
+    expect(k.availability).toBe('window');
+    expect(k.pauseBefore?.reason).toMatch(/offline migration of keystone/);
+    expect(kinds(k)).toEqual(['stop', 'backup', 'migrate', 'start', 'health']);
+    expect(k.steps[0]!.actions.map((a) => (a.kind === 'stop' ? a.node : ''))).toEqual(['ctl-0', 'ctl-1', 'ctl-2']);
+    expect(k.steps[1]!.actions[0]).toMatchObject({ kind: 'backup', node: 'ctl-0', databases: ['keystone'] });
+    expect(k.steps[2]!.actions).toEqual([
+      expect.objectContaining({
+        kind: 'migrate',
+        stage: 'offline',
+        node: 'ctl-0',
+        image: expect.stringMatching(/keystone:zed-2$/),
+      }),
+    ]);
+    // Without --pause-at migration the window runs through.
+    expect(phaseById(plan(zedUpdate), 'control:keystone').pauseBefore).toBeUndefined();
+  });
+
+  it('runs glance (online) as expand, rolling restart behind HAProxy node by node, migrate, backup, contract', () => {
+    const g = phaseById(plan(zedUpdate, { pauseAt: 'migration' }), 'control:glance');
+    expect(g.availability).toBe('rolling');
+    expect(g.pauseBefore).toBeUndefined();
+    expect(kinds(g)).toEqual([
+      'migrate',
+      'drain+swap+health+enable',
+      'drain+swap+health+enable',
+      'drain+swap+health+enable',
+      'migrate',
+      'backup',
+      'migrate',
+    ]);
+    const stages = actions(g).flatMap((a) => (a.kind === 'migrate' ? [a.stage] : []));
+    expect(stages).toEqual(['expand', 'migrate', 'contract']);
+    expect(g.steps[1]!.actions.map((a) => a.kind + ':' + ('node' in a ? a.node : ''))).toEqual([
+      'drain:ctl-0',
+      'swap:ctl-0',
+      'health:ctl-0',
+      'enable:ctl-0',
+    ]);
+    expect(g.steps[1]!.actions[0]).toMatchObject({ frontends: ['glance_api'] });
+  });
+
+  it('moves nova-api, nova-conductor and nova-scheduler together, as their skew rules say', () => {
+    expect(moveTogether(catalog, ['keystone', 'nova-api', 'nova-conductor', 'nova-scheduler'])).toEqual([
+      ['keystone'],
+      ['nova-api', 'nova-conductor', 'nova-scheduler'],
+    ]);
+    const n = phaseById(plan(zedUpdate), 'control:nova-api+nova-conductor+nova-scheduler');
+    const swap = actions(n).find((a) => a.kind === 'swap');
+    expect(swap && swap.kind === 'swap' && swap.containers.map((c) => c.container)).toEqual([
+      'nova_api',
+      'nova_conductor',
+      'nova_scheduler',
+    ]);
+  });
+
+  it('pauses after each batch with --pause-at batch, and after a one-node canary with --canary', () => {
+    const byBatch = plan(zedUpdate, { batch: 1, pauseAt: 'batch' }, '', 3);
+    expect(byBatch.phases.filter((x) => x.kind === 'batches').map((x) => x.pauseBefore?.reason)).toEqual([
+      undefined,
+      'batch 1 (cmp-0) done',
+      'batch 2 (cmp-1) done',
+    ]);
+    const canary = plan(zedUpdate, { batch: 2, canary: true }, '', 3);
+    const batches = canary.phases.filter((x) => x.kind === 'batches');
+    expect(batches.map((x) => actions(x).flatMap((a) => (a.kind === 'swap' ? [a.node] : [])))).toEqual([
+      ['cmp-0'],
+      ['cmp-1', 'cmp-2'],
+    ]);
+    expect(batches[1]!.pauseBefore?.reason).toMatch(/canary batch cmp-0 done/);
+  });
+
+  it('places user hooks from the inventory, and lets one replace the built-in evacuation', () => {
+    const hooks = [
+      'upgrade:',
+      '  hooks:',
+      '    notify: { at: [pre-upgrade, post-upgrade], run_on: deploy-host, command: [/usr/local/bin/notify] }',
+      '    nova-evacuate: { run_on: deploy-host, command: [/usr/local/bin/my-evacuate] }',
+      '    drain-monitoring: { at: [pre-batch], run_on: nodes, command: [systemctl, stop, monitoring] }',
+      '',
+    ].join('\n');
+    const p = plan(zedUpdate, { batch: 1 }, hooks);
+    expect(p.phases[1]!.id).toBe('pre-upgrade');
+    expect(p.phases.at(-1)!.id).toBe('post-upgrade');
+    const b = phaseById(p, 'batch:1');
+    expect(b.steps.map((s) => s.title).slice(0, 2)).toEqual([
+      'pre-batch hook nova-evacuate',
+      'pre-batch hook drain-monitoring',
+    ]);
+    expect(b.steps[0]!.actions[0]).toMatchObject({ source: 'inventory', command: ['/usr/local/bin/my-evacuate'] });
+    expect(b.steps[1]!.actions[0]).toMatchObject({ runOn: 'nodes', nodes: ['cmp-0'] });
+  });
+
+  it('refuses a hook a service file names when it is neither built in nor in the inventory', () => {
+    expect(Object.keys(BUILTIN_HOOKS)).toEqual(['nova-evacuate', 'nova-enable']);
+    expect(() => resolveHook('nova-drain', inventory(), 'roles/services/nova-compute.yaml')).toThrow(
+      expect.objectContaining({ code: 'E_UNKNOWN_HOOK', message: expect.stringContaining("'nova-drain'") }),
+    );
+  });
+
+  it('plans nothing when no image changes', () => {
+    const p = plan(zed);
+    expect(p.phases).toEqual([]);
+    expect(p.warnings.join()).toMatch(/no image of this cloud changes/);
+  });
+
+  it('prints every phase and gives stable JSON', () => {
+    const p = plan(zedUpdate, { batch: 1, pauseAt: 'migration' });
+    const text = formatUpgradePlan(p);
+    expect(text).toContain('update within OpenStack zed');
+    expect(text).toContain('-- pause: offline migration of keystone');
+    for (const ph of p.phases) expect(text).toContain(`${ph.id}: `);
+    expect(upgradePlanToJson(p)).toBe(upgradePlanToJson(plan(zedUpdate, { batch: 1, pauseAt: 'migration' })));
+    expect(JSON.parse(upgradePlanToJson(p))).toEqual(p);
+  });
+
+  it('has a formatter for every action kind a plan uses', () => {
+    const p = plan(
+      zedUpdate,
+      { batch: 1 },
+      'upgrade: { hooks: { notify: { at: [post-upgrade], run_on: nodes, command: [/bin/true] } } }\n',
+    );
+    const used = new Set(p.phases.flatMap(actions).map((a) => a.kind));
+    for (const k of Object.keys(ACTION_FORMAT)) expect(used.has(k as UpgradeAction['kind']), k).toBe(true);
+    for (const a of p.phases.flatMap(actions)) expect(formatAction(a).length).toBeGreaterThan(0);
+  });
+});
+
+describe('version skew and release order', () => {
+  it('accepts a major upgrade one release ahead: computes may lag the control plane by one', () => {
+    const p = plan(antelope, { batch: 1 });
+    expect(p.kind).toBe('major');
+    expect(p.releasesAhead).toBe(1);
+    expect(p.unchanged).toEqual([]);
+    expect(phaseById(p, 'control:mariadb').availability).toBe('rolling');
+  });
+
+  it('plans an all-in-one node: one batch with nowhere to evacuate, and APIs down while they restart', () => {
+    const text = [
+      'cloud: { name: aio, release: zed }',
+      'networks:',
+      '  provisioning: { cidr: 192.168.24.0/24, dhcp_range: [192.168.24.100, 192.168.24.199] }',
+      '  internal_api: { cidr: 172.17.0.0/24 }',
+      '  external: { cidr: 10.0.0.0/24 }',
+      '  tenant: { cidr: 172.19.0.0/24 }',
+      'nodes:',
+      '  - name: aio-0',
+      '    role: AllInOne',
+      "    bmc: { address: 'ipmi://127.0.0.1:10000', credentials: bmc-default }",
+      "    nics: [ { mac: '52:54:00:00:00:01', network: provisioning } ]",
+      '',
+    ].join('\n');
+    const inv = parseInventory('aio.yaml', text, { roles: catalog.roleInfo }).inventory;
+    const p = planUpgrade({ inventory: inv, catalog, current: zed, target: zedUpdate });
+    expect(p.phases.filter((x) => x.kind === 'batches').map((x) => x.id)).toEqual(['batch:1']);
+    expect(p.warnings.join('\n')).toMatch(/batch 1 holds every host of nova-compute \(aio-0\)/);
+    expect(p.warnings.join('\n')).toMatch(/glance run\(s\) on one node only \(aio-0\)/);
+  });
+
+  it('refuses zed -> epoxy: nova-compute would run five releases behind nova-conductor', () => {
+    let err: unknown;
+    try {
+      plan(epoxy);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(SkewRefused);
+    const e = err as SkewRefused;
+    expect(e.code).toBe('E_UPGRADE_SKEW');
+    expect(e.message).toContain('zed (zed 2022.2) -> epoxy (epoxy 2025.1)');
+    expect(e.message).toContain('nova-compute would run 5 release(s) behind nova-conductor (allowed: 1)');
+    expect(e.violations).toEqual([
+      expect.objectContaining({ service: 'nova-compute', relativeTo: 'nova-conductor', behind: 5, allowed: 1 }),
+    ]);
+    expect(e.hint).toMatch(/one at a time/);
+  });
+
+  it('refuses a downgrade and manifests that disagree on the OpenStack release of a series', () => {
+    expect(() => upgradeKind(epoxy, zed)).toThrow(expect.objectContaining({ code: 'E_UPGRADE_DOWNGRADE' }));
+    expect(() => upgradeKind(zed, { ...zedUpdate, openstack: 'antelope' })).toThrow(
+      expect.objectContaining({ code: 'E_RELEASE_MISMATCH' }),
+    );
+  });
+
+  it('refuses a target that lacks an image a service needs', () => {
+    const { keystone: _dropped, ...images } = zedUpdate.images;
+    expect(() => plan({ ...zedUpdate, images })).toThrow(
+      expect.objectContaining({ code: 'E_IMAGE_NOT_IN_RELEASE', message: expect.stringContaining("'keystone'") }),
+    );
+  });
+
+  it('refuses bad options before planning', () => {
+    expect(() => plan(zedUpdate, { batch: 0 })).toThrow(StackctlError);
+    expect(() => plan(zedUpdate, { maxFailPercent: 101 })).toThrow(/between 0 and 100/);
+  });
+});
