@@ -267,7 +267,9 @@ export function planDeploy(plan: Plan, catalog: Catalog, filter: PlanFilter = {}
           hash: sha256(canonicalJson({ user: user.name, roles, catalog: catalogEntries, region: plan.cloud.region })),
         });
       } else if (a.kind === 'resources') {
-        const resources = plan.cloud.resources;
+        // Flavours need Nova (the action's service); images need Glance as well.
+        const all = plan.cloud.resources;
+        const resources = all && { flavors: all.flavors, images: wantService('glance') ? all.images : [] };
         if (resources)
           runOnce.push({
             kind: 'resources',

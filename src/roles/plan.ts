@@ -434,7 +434,7 @@ function buildSteps(
           actions.push({ kind: 'container', node: node.name, service: c.service, container: c.name });
     }
     if (step === 5 && keystoneNode && withResources)
-      actions.push({ kind: 'resources', node: keystoneNode, service: 'keystone' });
+      actions.push({ kind: 'resources', node: keystoneNode, service: 'nova-api' });
     return { step, title: STEPS[step], actions };
   });
 }

@@ -27,6 +27,17 @@ const lab = deployLab('deployid', '10.88', 900);
 const P = lab.prefix;
 const SERVICES = 'haproxy,keepalived,mariadb,memcached,keystone';
 const IMAGES = ['haproxy', 'keepalived', 'mariadb', 'memcached', 'keystone'];
+/** The rest of the cloud, deployed by the last tests: the compute tier. */
+const COMPUTE_IMAGES = [
+  'rabbitmq',
+  'glance-api',
+  'placement-api',
+  'neutron-server',
+  'nova-api',
+  'nova-conductor',
+  'nova-scheduler',
+  'nova-compute',
+];
 /** The containers the identity tier puts on ctl-0: one per image, plus MariaDB's Galera health responder for HAProxy. */
 const CONTAINERS = [...IMAGES, 'mariadb_clustercheck'];
 const CTL_INTERNAL_API = `${P}.20.10`;
@@ -155,7 +166,7 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
     lab.ctl().docker.inspectContainer(name);
   const journal = (): JournalRecord[] => lab.journal();
 
-  beforeAll(() => lab.up(IMAGES), 1_200_000);
+  beforeAll(() => lab.up([...IMAGES, ...COMPUTE_IMAGES]), 1_800_000);
   afterAll(async () => {
     for (const d of temps) rmSync(d, { recursive: true, force: true });
     await lab.down();
@@ -503,6 +514,108 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
         writeFileSync(knownHosts, saved);
       }
     }, 120_000);
+  });
+
+  describe('the whole cloud: the compute tier on top', () => {
+    let openrc = '';
+    /** `openstack ...` on the deploy host with the admin openrc; JSON output parsed. */
+    const os = <T>(args: string): T => JSON.parse(clientWithOpenrc(openrc, `${args} -f json`)) as T;
+
+    it('deploys Glance, Placement, Neutron and Nova; the compute is discovered, up, and reports to Placement', async () => {
+      const t0 = Date.now();
+      const { report, text } = await lab.deploy();
+      const s = ((Date.now() - t0) / 1000).toFixed(1);
+      process.stderr.write(
+        `deploy of the whole cloud on top of the identity tier: ${s} s (${report?.steps.map((x) => `step ${x.step} ${(x.ms / 1000).toFixed(1)} s`).join(', ')})\n`,
+      );
+      expect(report?.ok, text).toBe(true);
+      // users and endpoints at the end of step 3, before the services that log in as them start
+      for (const svc of ['glance', 'placement', 'neutron-server', 'nova-api'])
+        expect(text).toMatch(new RegExp(`step 3 ctl-0: register ${svc}/\\w+ ran`));
+      expect(text).toMatch(/step 4 cmp-0: container nova_compute created/);
+      expect(text).toMatch(/step 5 ctl-0: task nova-api\/discover-hosts ran/);
+      expect(text).toMatch(
+        /step 5 ctl-0: resources nova-api\/flavors-images ran \(flavor m1.tiny created, image lab-tiny created\)/,
+      );
+
+      openrc = join(temp('stackctl-openrc-'), 'admin.openrc');
+      expect((await runCli('openrc', '-i', lab.inventory, '-o', openrc)).code).toBe(0);
+      const services = os<{ Binary: string; Host: string; State: string; Status: string }[]>('compute service list');
+      expect(services.map((x) => `${x.Binary} ${x.Host} ${x.Status} ${x.State}`).sort()).toEqual([
+        'nova-compute cmp-0 enabled up',
+        'nova-conductor ctl-0 enabled up',
+        'nova-scheduler ctl-0 enabled up',
+      ]);
+      const hypervisors =
+        os<{ 'Hypervisor Hostname': string; 'Hypervisor Type': string; State: string }[]>('hypervisor list');
+      expect(hypervisors.map((h) => `${h['Hypervisor Hostname']} ${h['Hypervisor Type']} ${h.State}`)).toEqual([
+        'cmp-0 fake up',
+      ]);
+      // the catalog: every service on both VIPs
+      const endpoints = os<{ 'Service Type': string; Interface: string; URL: string }[]>('endpoint list');
+      for (const [type, port] of [
+        ['image', 9292],
+        ['placement', 8778],
+        ['network', 9696],
+        ['compute', 8774],
+      ] as const) {
+        expect(endpoints).toContainEqual(
+          expect.objectContaining({
+            'Service Type': type,
+            Interface: 'public',
+            URL: expect.stringContaining(`${EXTERNAL_VIP}:${port}`),
+          }),
+        );
+        expect(endpoints).toContainEqual(
+          expect.objectContaining({
+            'Service Type': type,
+            Interface: 'internal',
+            URL: expect.stringContaining(`${INTERNAL_VIP}:${port}`),
+          }),
+        );
+      }
+    }, 1_500_000);
+
+    it('openstack server create reaches ACTIVE on the compute node; server delete cleans it up', async () => {
+      const t0 = Date.now();
+      const server = os<{ id: string; status: string; 'OS-EXT-SRV-ATTR:host': string }>(
+        '--os-compute-api-version 2.37 server create --flavor m1.tiny --image lab-tiny --nic none --wait ci-server',
+      );
+      process.stderr.write(`server create --wait: ${((Date.now() - t0) / 1000).toFixed(1)} s\n`);
+      expect(server.status).toBe('ACTIVE');
+      expect(server['OS-EXT-SRV-ATTR:host']).toBe('cmp-0');
+      // Nova's fake driver keeps its instances in nova-compute's memory: the compute knows it by uuid
+      const actions = os<{ Action: string }[]>(`server event list ${server.id}`);
+      expect(actions.map((a) => a.Action)).toContain('create');
+
+      clientWithOpenrc(openrc, `server delete --wait ${server.id}`);
+      const left = os<{ ID: string }[]>('server list --all-projects');
+      expect(left.map((x) => x.ID)).not.toContain(server.id);
+    }, 300_000);
+
+    it('stackctl status: every container healthy and as planned, the compute up in Nova', async () => {
+      const r = await runCli('status', '-i', lab.inventory, '--json');
+      const report = JSON.parse(r.stdout) as {
+        verdict: string;
+        openstack: { state: string; computeServices?: { binary: string; host: string; state: string }[] };
+      };
+      expect(report.openstack.state, r.stdout).toBe('ok');
+      expect(report.openstack.computeServices?.find((c) => c.binary === 'nova-compute')).toMatchObject({
+        host: 'cmp-0',
+        state: 'up',
+      });
+      expect(r.code, r.stdout).toBe(0);
+    }, 180_000);
+
+    it('a second deploy of the whole cloud changes nothing', async () => {
+      const before = await lab.startedAt();
+      const t0 = Date.now();
+      const { report, text } = await lab.deploy();
+      process.stderr.write(`no-op redeploy of the whole cloud: ${((Date.now() - t0) / 1000).toFixed(1)} s\n`);
+      expect(report?.ok, text).toBe(true);
+      expect(report?.changes, text).toBe(0);
+      expect(await lab.startedAt()).toEqual(before);
+    }, 300_000);
   });
 
   /** The upload of memcached's options as the last run recorded it. */
