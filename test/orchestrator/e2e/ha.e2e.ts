@@ -3,14 +3,32 @@
  * RabbitMQ cluster of three, HAProxy + keepalived holding the VIPs, Keystone behind them; then the
  * keepalived master's node goes down and the cloud keeps issuing tokens. `npm run test:e2e:ha`.
  */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadAll, planOf } from '../../../src/cli/context.js';
 import type { Remote } from '../../../src/remote/index.js';
+import { imageRef } from '../../../src/roles/release.js';
+import { runCli } from '../../helpers/cli.js';
+import { release } from '../../images/fixture.js';
 import { deployLab } from '../lab.js';
 
 const lab = deployLab('ha', '10.94', 900, { topology: '3ctl-2comp', registryPort: 15001, bmcPort: 16230 });
 const SERVICES = 'haproxy,keepalived,mariadb,rabbitmq,memcached,keystone';
 const IMAGES = ['haproxy', 'keepalived', 'mariadb', 'rabbitmq', 'memcached', 'keystone'];
+/** The compute tier, deployed on top before the failover. */
+const COMPUTE_IMAGES = [
+  'glance-api',
+  'placement-api',
+  'neutron-server',
+  'nova-api',
+  'nova-conductor',
+  'nova-scheduler',
+  'nova-compute',
+];
+const CLIENT_IMAGE = imageRef(release, 'openstack-base')!;
 const CONTROLLERS = ['ctl-0', 'ctl-1', 'ctl-2'];
 const VIP = `${lab.prefix}.20.250`;
 const CLIENT_CNF = '/etc/mysql/mariadb.conf.d/stackctl/client.cnf';
@@ -128,8 +146,11 @@ async function haproxyServers(node: string, proxy: string): Promise<Record<strin
 
 describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () => {
   beforeAll(async () => {
-    await lab.up(IMAGES);
-    timings.push(['lab up (3ctl-2comp)', lab.timings.labUpS], ['image push (6 images)', lab.timings.pushS]);
+    await lab.up([...IMAGES, ...COMPUTE_IMAGES]);
+    timings.push(
+      ['lab up (3ctl-2comp)', lab.timings.labUpS],
+      [`image push (${IMAGES.length + COMPUTE_IMAGES.length} images)`, lab.timings.pushS],
+    );
   }, 900_000);
   afterAll(async () => {
     // The timings first: a slow teardown on a busy machine must not hide them.
@@ -263,6 +284,74 @@ describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () =
       });
     }
   });
+
+  it('the compute tier on top: four servers spread over both computes; a live migration moves one', async () => {
+    const t0 = Date.now();
+    const { report, text } = await lab.deploy();
+    timings.push(['deploy of the compute tier on top', seconds(t0)]);
+    expect(report?.ok, text).toBe(true);
+    const dir = mkdtempSync(join(tmpdir(), 'stackctl-ha-openrc-'));
+    try {
+      const openrc = join(dir, 'admin.openrc');
+      expect((await runCli('openrc', '-i', lab.inventory, '-o', openrc)).code).toBe(0);
+      const os = <T>(args: string): T =>
+        JSON.parse(
+          execFileSync(
+            'docker',
+            ['run', '--rm', '--network', 'host', '-v', `${openrc}:/root/openrc:ro`, CLIENT_IMAGE, 'sh', '-c'].concat(
+              `. /root/openrc && openstack ${args} -f json`,
+            ),
+            { encoding: 'utf8', timeout: 300_000 },
+          ),
+        ) as T;
+      type Server = { id: string; status: string; 'OS-EXT-SRV-ATTR:host': string };
+      const computes = os<{ Host: string; State: string }[]>('compute service list --service nova-compute');
+      expect(computes.map((c) => `${c.Host} ${c.State}`).sort()).toEqual(['cmp-0 up', 'cmp-1 up']);
+
+      const t1 = Date.now();
+      const servers: Server[] = [];
+      for (let i = 0; i < 4; i++)
+        servers.push(
+          os<Server>(
+            `--os-compute-api-version 2.37 server create --flavor m1.tiny --image lab-tiny --nic none --wait ha-${i}`,
+          ),
+        );
+      timings.push(['4 servers created, ACTIVE (one after the other)', seconds(t1)]);
+      expect(servers.map((x) => x.status)).toEqual(['ACTIVE', 'ACTIVE', 'ACTIVE', 'ACTIVE']);
+      const hosts = servers.map((x) => x['OS-EXT-SRV-ATTR:host']);
+      process.stderr.write(`servers on: ${hosts.join(', ')}\n`);
+      expect(new Set(hosts)).toEqual(new Set(['cmp-0', 'cmp-1']));
+
+      const victim = servers[0]!;
+      const from = victim['OS-EXT-SRV-ATTR:host'];
+      const to = from === 'cmp-0' ? 'cmp-1' : 'cmp-0';
+      const t2 = Date.now();
+      execFileSync(
+        'docker',
+        ['run', '--rm', '--network', 'host', '-v', `${openrc}:/root/openrc:ro`, CLIENT_IMAGE, 'sh', '-c'].concat(
+          `. /root/openrc && openstack --os-compute-api-version 2.30 server migrate --live-migration --host ${to} --wait ${victim.id}`,
+        ),
+        { encoding: 'utf8', timeout: 300_000 },
+      );
+      timings.push([`live migration ${from} -> ${to} (fake driver)`, seconds(t2)]);
+      const moved = os<Server>(`server show ${victim.id}`);
+      expect(moved.status).toBe('ACTIVE');
+      expect(moved['OS-EXT-SRV-ATTR:host']).toBe(to);
+      const migrations = os<{ 'Migration Type': string; Status: string; 'Source Node': string; 'Dest Node': string }[]>(
+        `--os-compute-api-version 2.59 server migration list --server ${victim.id}`,
+      );
+      expect(migrations).toContainEqual(
+        expect.objectContaining({
+          'Migration Type': 'live-migration',
+          Status: 'completed',
+          'Source Node': from,
+          'Dest Node': to,
+        }),
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 1_800_000);
 
   it("the keepalived master's node goes down: the VIP moves, Galera keeps quorum with 2 of 3, tokens are still issued", async () => {
     const master = await vipHolder(CONTROLLERS);
