@@ -616,6 +616,28 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
       expect(report?.changes, text).toBe(0);
       expect(await lab.startedAt()).toEqual(before);
     }, 300_000);
+
+    it('a compute that cannot reach RabbitMQ fails step 4, naming the node and the AMQP error from its log', async () => {
+      const cmp = lab.remote('cmp-0');
+      const rule = ['OUTPUT', '-p', 'tcp', '--dport', '5672', '-j', 'REJECT'];
+      expect((await cmp.exec(['iptables', '-I', ...rule], { timeoutMs: 10_000 })).code).toBe(0);
+      try {
+        await cmp.docker.removeContainer('nova_compute', { force: true });
+        const { report, text } = await lab.deploy({ services: 'nova-compute' });
+        expect(report?.ok, text).toBe(false);
+        expect(report?.failures).toHaveLength(1);
+        expect(report?.failures[0]).toMatchObject({ node: 'cmp-0', path: 'step 4/cmp-0/nova_compute/health' });
+        expect(text).toMatch(/E_HEALTH_TIMEOUT: cmp-0: container nova_compute not healthy/);
+        expect(text).toMatch(/impl_rabbit .*Connection failed: .*ECONNREFUSED/);
+      } finally {
+        await cmp.exec(['iptables', '-D', ...rule], { timeoutMs: 10_000 });
+        process.exitCode = undefined;
+      }
+      // The queue reachable again, a fresh compute is healthy and reports.
+      await cmp.docker.removeContainer('nova_compute', { force: true });
+      const again = await lab.deploy({ services: 'nova-compute,nova-api' });
+      expect(again.report?.ok, again.text).toBe(true);
+    }, 600_000);
   });
 
   /** The upload of memcached's options as the last run recorded it. */
