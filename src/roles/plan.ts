@@ -182,6 +182,15 @@ export function buildPlan(input: PlanInput): PlanResult {
   // Template settings: defaults declared by the services, overridden by cloud.settings.
   const settings: Record<string, string | number | boolean> = {};
   for (const svc of usedServices) Object.assign(settings, svc.settings ?? {});
+  for (const svc of usedServices)
+    for (const c of svc.containers)
+      if (c.when && !(c.when.setting in settings)) {
+        throw new InputError(
+          'E_UNKNOWN_SETTING',
+          `container ${c.name} of service ${svc.name} depends on setting '${c.when.setting}', which no service of this cloud declares`,
+          { hint: `Declare it under settings: in a service file, or fix the name in roles/services/${svc.name}.yaml.` },
+        );
+      }
   for (const [k, v] of Object.entries(inv.cloud.settings ?? {})) {
     if (!(k in settings)) {
       throw new InputError('E_UNKNOWN_SETTING', `cloud.settings.${k} is not a setting of any service this cloud runs`, {
@@ -323,6 +332,7 @@ export function buildPlan(input: PlanInput): PlanResult {
         svcConfigs.push({ dest: cfg.dest, hashes, ...(cfg.containers ? { containers: cfg.containers } : {}) });
       }
       for (const c of svc.containers) {
+        if (c.when && !c.when.in.includes(settings[c.when.setting]!)) continue;
         const image = imageRef(release, c.image, registry)!;
         const reads = svcConfigs.filter((f) => !f.containers || f.containers.includes(c.name));
         views.forEach((v, i) =>

@@ -84,6 +84,19 @@ export const ContainerSchema = Type.Object(
     ),
     privileged: Type.Optional(Type.Boolean()),
     cap_add: Type.Optional(Type.Array(Type.String({ pattern: '^[A-Z_]+$' }))),
+    when: Type.Optional(
+      Type.Object(
+        {
+          setting: Type.String({ pattern: '^[a-z][a-z0-9_]*$', description: 'a cloud setting (service settings)' }),
+          in: Type.Array(Type.Union([Type.String(), Type.Number(), Type.Boolean()]), { minItems: 1 }),
+        },
+        {
+          ...strict,
+          description:
+            "run this container only when the setting has one of these values (e.g. libvirt's daemons only with the libvirt driver)",
+        },
+      ),
+    ),
     healthcheck: Type.Optional(HealthcheckSchema),
     restart: Type.Optional(
       Type.Union([Type.Literal('always'), Type.Literal('unless-stopped'), Type.Literal('no')], {

@@ -40,7 +40,7 @@ describe('the plan', () => {
     expect(ctl.services).toContain('mariadb');
     expect(ctl.containers.find((c) => c.name === 'keystone')!.image).toBe('192.168.24.1:5000/stackctl/keystone:zed-1');
     const cmp = plan.nodes.find((n) => n.name === 'cmp-0')!;
-    expect(cmp.containers.map((c) => c.name)).toEqual(['nova_compute']);
+    expect(cmp.containers.map((c) => c.name)).toEqual(['nova_virtlogd', 'nova_libvirt', 'nova_compute']);
     expect(plan.services.find((s) => s.name === 'mariadb')!.bootstrap).toBe('ctl-0');
     expect(plan.steps.map((s) => s.step)).toEqual([1, 2, 3, 4, 5]);
     expect(
@@ -106,10 +106,18 @@ describe('the plan', () => {
       'release: zed }',
       'release: zed, settings: { nova_compute_driver: fake.FakeDriver } }',
     );
-    const { rendered } = planFor(text);
+    const { rendered, plan } = planFor(text);
     expect(rendered.get('cmp-0')!.get('/etc/stackctl/nova-compute/nova.conf')).toContain(
       'compute_driver = fake.FakeDriver',
     );
+    // libvirt's daemons are declared in the service file and run only with the libvirt driver
+    const computeContainers = (p: Plan) => p.nodes.find((n) => n.name === 'cmp-0')!.containers.map((c) => c.name);
+    expect(computeContainers(plan)).toEqual(['nova_compute']);
+    expect(computeContainers(planFor(generateInventoryYaml({ controllers: 1, computes: 1 })).plan)).toEqual([
+      'nova_virtlogd',
+      'nova_libvirt',
+      'nova_compute',
+    ]);
     const bad = text.replace('nova_compute_driver', 'nova_compute_drivr');
     expect(() => planFor(bad)).toThrow(/nova_compute_drivr.*not a setting/);
   });
