@@ -13,12 +13,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { loadAll } from '../../src/cli/context.js';
 import type { DeployOpts } from '../../src/cli/deploy.js';
+import { ExitCode } from '../../src/core/errors.js';
 import { defaultRolesDir } from '../../src/core/paths.js';
 import { labPaths, sshBanner } from '../../src/lab/nodes/lab.js';
 import { effectKey, journalFileFor, parseJournal, type JournalRecord } from '../../src/orchestrator/journal.js';
 import { LABEL } from '../../src/orchestrator/state.js';
 import { generateEd25519, parsePublicKey, type ContainerInfo } from '../../src/remote/index.js';
 import { imageRef } from '../../src/roles/release.js';
+import type { StatusReport } from '../../src/status/model.js';
+import { STATUS_EXIT } from '../../src/status/verdict.js';
 import { runCli, tempDir } from '../helpers/cli.js';
 import { release } from '../images/fixture.js';
 import { deployLab, root } from './lab.js';
@@ -247,6 +250,98 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
     expect(await lab.startedAt()).toEqual(before);
   }, 180_000);
 
+  describe('stackctl status', () => {
+    const status = async (...extra: string[]) =>
+      runCli('status', '-i', lab.inventory, '--services', SERVICES, ...extra);
+    const statusJson = async (): Promise<{ code: number; report: StatusReport }> => {
+      const r = await status('--json');
+      return { code: r.code, report: JSON.parse(r.stdout) as StatusReport };
+    };
+
+    it('all healthy: every container running, healthy where it has a check, the planned tag, config up to date; exit 0', async () => {
+      // A container the bootstrap tasks restarted can still be within its healthcheck's start period.
+      for (const t1 = Date.now(); Date.now() - t1 < 120_000; await sleep(2000)) {
+        const { report: now } = await statusJson();
+        if (!now.findings.some((f) => f.message === 'running but starting')) break;
+      }
+      const t0 = Date.now();
+      const { code, report } = await statusJson();
+      process.stderr.write(`status (healthy): ${((Date.now() - t0) / 1000).toFixed(1)} s\n`);
+      expect(report.findings).toEqual([]);
+      expect(code).toBe(0);
+      expect(report).toMatchObject({ version: 1, cloud: 'deployid', verdict: 'healthy', exitCode: 0 });
+      expect(report.services).toEqual(SERVICES.split(','));
+      const [ctl, cmp] = report.nodes;
+      expect(ctl).toMatchObject({ name: 'ctl-0', role: 'Controller', address: `${P}.24.10`, reachable: true });
+      expect(cmp).toMatchObject({ name: 'cmp-0', role: 'Compute', reachable: true, containers: [] });
+      expect(ctl!.containers.map((c) => c.name).sort()).toEqual([...CONTAINERS].sort());
+      for (const c of ctl!.containers) {
+        expect(c.state, c.name).toBe('running');
+        expect(c.health, c.name).toBe(c.name === 'keepalived' ? 'none' : 'healthy'); // keepalived has no healthcheck
+        expect(c.image).toMatchObject({ runningTag: 'zed-1', wantedTag: 'zed-1', matches: true });
+        expect(c.config).toEqual({ state: 'current', changed: [] });
+      }
+      expect(ctl!.configFiles.drift).toEqual([]);
+      // One MariaDB server: Galera replication is off by design, and that is healthy.
+      expect(report.galera).toEqual({
+        state: 'ok',
+        expected: 1,
+        members: [{ node: 'ctl-0', wsrepOn: false, clusterSize: 0, clusterStatus: 'Disconnected' }],
+      });
+      expect(report.openstack.state).toBe('not deployed');
+      const human = await status();
+      expect(human.code).toBe(0);
+      expect(human.stdout).toMatch(/^cloud deployid: HEALTHY \(exit status 0\)/);
+      expect(human.stdout).toMatch(/^ {2}memcached\s+running\s+healthy\s+zed-1\s+up to date$/m);
+      for (const s of ['keystone_admin_password', 'mariadb_root_password'])
+        expect(human.stdout + human.stderr).not.toContain(secret(s));
+    }, 300_000);
+
+    it('a changed setting: the container would be recreated and its config file rewritten; exit 9 (drift)', async () => {
+      await withInventory(
+        (t) => t.replace('  settings:\n', '  settings:\n    memcached_memory_mb: 40\n'),
+        async () => {
+          const { code, report } = await statusJson();
+          expect(code).toBe(STATUS_EXIT.drift);
+          const mc = report.nodes[0]!.containers.find((c) => c.name === 'memcached');
+          expect(mc).toMatchObject({ state: 'running', config: { state: 'outdated' } });
+          expect(mc!.config.changed).toEqual(['config /etc/stackctl/memcached/options']);
+          expect((await status()).stdout).toMatch(
+            /memcached\s+running\s+healthy\s+zed-1\s+would be recreated: config \/etc\/stackctl\/memcached\/options/,
+          );
+        },
+      );
+    }, 120_000);
+
+    it('a stopped container: named with its node, exit 8 (unhealthy)', async () => {
+      await lab.ctl().docker.stopContainer('memcached', { timeoutS: 5 });
+      try {
+        const r = await status();
+        expect(r.code).toBe(STATUS_EXIT.unhealthy);
+        expect(r.stdout).toMatch(/^cloud deployid: UNHEALTHY \(exit status 8\)/);
+        expect(r.stdout).toMatch(/^ {2}unhealthy\s+ctl-0\s+memcached\s+exited \(exit code \d+\)$/m);
+      } finally {
+        await lab.ctl().docker.startContainer('memcached');
+      }
+    }, 120_000);
+
+    it('Nova asked for but not deployed: nova_api missing, and the client, logged in as admin, finds no compute endpoint', async () => {
+      const r = await runCli('status', '-i', lab.inventory, '--services', `${SERVICES},nova-api`, '--json');
+      expect(r.code).toBe(STATUS_EXIT.unhealthy);
+      const report = JSON.parse(r.stdout) as StatusReport;
+      expect(report.findings).toContainEqual({
+        severity: 'unhealthy',
+        node: 'ctl-0',
+        subject: 'nova_api',
+        message: 'missing (a deploy would create it)',
+      });
+      expect(report.openstack).toMatchObject({ state: 'problem', via: 'ctl-0/keystone' });
+      expect(report.openstack.error).toMatch(/endpoint for compute service/s);
+      expect(report.openstack.error).not.toMatch(/401|Unauthorized|auth-url required/);
+      expect(r.stdout + r.stderr).not.toContain(secret('keystone_admin_password'));
+    }, 120_000);
+  });
+
   it("a changed memcached setting: --dry-run predicts memcached's config and container, and deploy restarts only those", async () => {
     const before = await lab.startedAt();
     const text = readFileSync(lab.inventory, 'utf8');
@@ -465,6 +560,16 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
       const dir = roles();
       await power('off');
       try {
+        // stackctl status meanwhile: cmp-0 unreachable with the error, ctl-0 still reported in full; exit 5
+        const t0 = Date.now();
+        const st = await runCli('status', '-i', lab.inventory, '--services', SERVICES, '--timeout', '20');
+        process.stderr.write(`status with cmp-0 off: ${((Date.now() - t0) / 1000).toFixed(1)} s\n`);
+        expect(st.code, st.stdout).toBe(ExitCode.REMOTE);
+        expect(st.stdout).toMatch(/^cloud deployid: UNREACHABLE \(exit status 5\)/);
+        expect(st.stdout).toMatch(new RegExp(`^cmp-0 \\(Compute, ${P}\\.24\\.11\\): UNREACHABLE E_\\w+: `, 'm'));
+        expect(st.stdout).toMatch(/^ {2}keystone\s+running\s+healthy\s+zed-1\s+up to date$/m);
+        process.exitCode = undefined;
+
         await asControllers(async () => {
           const within = await lab.deploy({ services: 'memcached', roles: dir, failureBudget: '50' });
           expect(within.report?.ok).toBe(false);
