@@ -10,6 +10,9 @@ import type { Release } from '../roles/schema.js';
 import { labImageRef } from './catalog.js';
 import type { LocalContainer, LocalEngine, ProgressLine } from '../remote/docker-local.js';
 
+/** How long a started registry container gets to answer its HTTP API. */
+const REGISTRY_START_TIMEOUT_MS = 60_000;
+
 /** Default name of the registry container. */
 export const REGISTRY_CONTAINER = 'stackctl-registry';
 /** Default host address the registry is published on. */
@@ -93,7 +96,8 @@ export async function ensureRegistry(engine: LocalEngine, opts: RegistryOptions)
       throw e;
     }
   }
-  if (!(await waitHttp(`http://${address}/v2/`, 15_000))) {
+  // A started registry answers within a second on a quiet machine; a loaded one can take far longer.
+  if (!(await waitHttp(`http://${address}/v2/`, REGISTRY_START_TIMEOUT_MS))) {
     throw new RemoteError('E_REGISTRY_DOWN', `the registry ${name} does not answer at http://${address}/v2/`, {
       hint: `See \`docker logs ${name}\`; another process may hold ${address}.`,
     });
