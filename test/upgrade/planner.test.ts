@@ -130,7 +130,17 @@ describe('planUpgrade zed -> zed-update on 3 controllers and 2 computes', () => 
       expect.objectContaining({
         kind: 'check-service',
         service: 'nova-api',
-        command: ['nova-status', 'upgrade', 'check'],
+        // through set-configs.sh: the rendered nova.conf copied into /etc/nova for the nova user
+        command: [
+          'sh',
+          '/etc/stackctl/nova-api/set-configs.sh',
+          '/etc/nova',
+          'nova',
+          'nova',
+          'nova-status',
+          'upgrade',
+          'check',
+        ],
         image: '192.168.24.1:5000/stackctl/nova-api:zed-2',
       }),
     );
