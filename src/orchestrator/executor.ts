@@ -49,6 +49,8 @@ export const EXECUTOR_DEFAULTS = {
   pollMs: 500,
   /** Deadline of a run-once task container. */
   taskTimeoutMs: 10 * 60_000,
+  /** How long a service that is healthy on its node gets to answer through HAProxy's VIP. */
+  frontendTimeoutMs: 90_000,
   /** Deadline of SSH commands that only read state. */
   commandTimeoutMs: 30_000,
 } as const;
@@ -319,6 +321,28 @@ export async function executeDeploy(
     }
   };
 
+  /** Wait until the service answers through HAProxy on the internal VIP (any status below 500). */
+  const waitFrontend = async (access: NodeAccess, w: ContainerWork, url: string): Promise<void> => {
+    const deadline = now() + EXECUTOR_DEFAULTS.frontendTimeoutMs;
+    let last = '';
+    for (;;) {
+      const r = await access.docker
+        .exec(w.name, ['curl', '-s', '-o', '/dev/null', '-m', '5', '-w', '%{http_code}', url], { timeoutMs: 10_000 })
+        .catch((e: unknown) => ({ code: -1, stdout: '', stderr: e instanceof Error ? e.message : String(e) }));
+      last = r.stdout.trim() || r.stderr.trim();
+      const status = Number(r.stdout.trim());
+      if (status >= 100 && status < 500) return;
+      if (now() > deadline) {
+        throw new TimeoutError(
+          'E_FRONTEND_TIMEOUT',
+          `${w.node}: ${w.name} is healthy but ${url} still answers '${last || 'nothing'}' through HAProxy after ${Math.round(EXECUTOR_DEFAULTS.frontendTimeoutMs / 1000)} s`,
+          { hint: 'Check the HAProxy frontend and backend of this service (docker logs haproxy) and the VIP.' },
+        );
+      }
+      await sleep(EXECUTOR_DEFAULTS.pollMs);
+    }
+  };
+
   /** Phase A: observe and pull; nothing is stopped here. */
   const prepareNode = async (st: DeployStep, nw: NodeWork): Promise<Observed> => {
     const access = deps.connect(nw.node);
@@ -485,6 +509,15 @@ export async function executeDeploy(
       throw new ClassifiedFailure(
         failureOf(err, where(`${w.name}/health`), FailureClass.HARD, await logTail(access.docker, w.name)),
       );
+    }
+    if (w.frontend) {
+      try {
+        await waitFrontend(access, w, w.frontend);
+      } catch (err) {
+        throw new ClassifiedFailure(
+          failureOf(err, where(`${w.name}/frontend`), FailureClass.HARD, await logTail(access.docker, w.name)),
+        );
+      }
     }
     const action = { create: 'created', recreate: 'recreated', start: 'started' }[c.action];
     change(st.step, nw.node, 'container', w.name, action, c.changed.join(', '), now() - t);

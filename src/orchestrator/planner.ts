@@ -41,6 +41,12 @@ export interface ContainerWork {
    * one is created or started (the service's bootstrap node, for `bootstrap_first` services).
    */
   readonly after?: string;
+  /**
+   * The service's HTTP frontend through the internal VIP: once the container is healthy, the
+   * deploy waits until HAProxy passes requests to it (a backend is marked up after its checks),
+   * so that the services started next find the API answering.
+   */
+  readonly frontend?: string;
 }
 
 /** A config file to place on a node. */
@@ -186,6 +192,12 @@ export function planDeploy(plan: Plan, catalog: Catalog, filter: PlanFilter = {}
 
   // Containers of every node, with their per-input hashes.
   const bootstrapOf = new Map(plan.services.map((s) => [s.name, s.bootstrap]));
+  const internalVip = plan.vips.internal_api;
+  const frontendOf = new Map<string, string>();
+  for (const p of plan.services) {
+    const f = (svc(p.name).haproxy ?? []).find((x) => x.mode === 'http' && x.vip_networks.includes('internal_api'));
+    if (f && internalVip) frontendOf.set(p.name, `http://${internalVip}:${f.port}${f.check ?? '/'}`);
+  }
   const containers = new Map<string, ContainerWork>();
   for (const node of plan.nodes) {
     for (const c of node.containers) {
@@ -205,6 +217,7 @@ export function planDeploy(plan: Plan, catalog: Catalog, filter: PlanFilter = {}
         inputs: { image: c.image, options: sha256(canonicalJson(definition)), configs },
         definition,
         ...(first && first !== node.name ? { after: first } : {}),
+        ...(frontendOf.has(c.service) ? { frontend: frontendOf.get(c.service)! } : {}),
       });
     }
   }

@@ -126,20 +126,45 @@ const PLACEHOLDER = /<secret:([a-z][a-z0-9_]*)>/g;
 
 const key = (service: string): string => service.replace(/-/g, '_');
 
+/**
+ * Order services by step, and within a step after the services they require (directly or
+ * through others), names breaking ties. Requirement cycles keep the name order.
+ */
+export function orderByRequires(services: readonly Service[]): Service[] {
+  const byName = new Map(services.map((s) => [s.name, s]));
+  const depth = new Map<string, number>();
+  const depthOf = (s: Service, seen: Set<string>): number => {
+    const known = depth.get(s.name);
+    if (known !== undefined) return known;
+    let d = 0;
+    for (const r of s.requires ?? []) {
+      const dep = byName.get(r);
+      if (!dep || dep.step !== s.step || seen.has(r)) continue;
+      d = Math.max(d, depthOf(dep, new Set([...seen, r])) + 1);
+    }
+    depth.set(s.name, d);
+    return d;
+  };
+  return [...services].sort(
+    (a, b) =>
+      a.step - b.step || depthOf(a, new Set([a.name])) - depthOf(b, new Set([b.name])) || a.name.localeCompare(b.name),
+  );
+}
+
 /** Build the plan. Throws InputError when inputs do not fit together (e.g. an image missing from the release). */
 export function buildPlan(input: PlanInput): PlanResult {
   const { inventory: inv, catalog, release } = input;
   const region = inv.cloud.region ?? 'RegionOne';
   const registry = inv.cloud.registry;
 
-  // Services per node, ordered by step then name.
+  // Services per node, ordered by step, then so that a service comes after those it requires
+  // (placement before nova-api before nova-conductor: Nova's services ask Placement when they
+  // start), then by name.
   const nodeServices = new Map<string, Service[]>();
   const serviceNodes = new Map<string, string[]>();
   for (const node of inv.nodes) {
     const role = catalog.roles.get(node.role)!;
-    const svcs = role.services
-      .map((s) => catalog.services.get(s)!)
-      .sort((a, b) => a.step - b.step || a.name.localeCompare(b.name));
+    const svcs = orderByRequires(role.services.map((s) => catalog.services.get(s)!));
     nodeServices.set(node.name, svcs);
     for (const s of svcs) {
       let list = serviceNodes.get(s.name);
