@@ -7,12 +7,13 @@ import { JournalFile, journalFileFor } from '../orchestrator/journal.js';
 import { parseSteps, planDeploy } from '../orchestrator/planner.js';
 import { openPool, remoteFor, type Remote } from '../remote/index.js';
 import { loadAll, planOf } from './context.js';
+import { provisionBeforeDeploy, withDeployNodeOptions, withoutNodes, type DeployNodesOpts } from './deploy-nodes.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
 import { out, printIssues, table } from './output.js';
 import { runWithProgress } from './progress.js';
 
 /** Options of `stackctl deploy`. */
-export interface DeployOpts extends CommonOpts {
+export interface DeployOpts extends CommonOpts, DeployNodesOpts {
   dryRun?: boolean;
   resume?: boolean;
   services?: string;
@@ -65,6 +66,10 @@ export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps
     ...(o.steps ? { steps: parseSteps(o.steps) } : {}),
   });
 
+  // nodes not yet active are provisioned first (a dry run lists them: their hosts cannot be looked into yet)
+  const unprovisioned = await provisionBeforeDeploy({ opts: o, all, concurrency, ...deps });
+  const unprovisionedNodes = unprovisioned.map((p) => p.node);
+
   // Docker and files over one SSH connection per node, to its provisioning address.
   const pool = openPool(all.inventoryFile);
   const remotes = new Map<string, Remote>();
@@ -85,7 +90,10 @@ export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps
   const t0 = Date.now();
   try {
     if (o.dryRun) {
-      const rows = await predict(deployPlan, { connect, secret: (name) => all.secrets?.services.get(name) });
+      const rows = await predict(withoutNodes(deployPlan, unprovisionedNodes), {
+        connect,
+        secret: (name) => all.secrets?.services.get(name),
+      });
       if (o.json) for (const r of rows) deps.write(JSON.stringify(r) + '\n');
       else {
         deps.write(
@@ -160,8 +168,10 @@ export function formatReport(r: DeployReport): string {
 
 /** `stackctl deploy -i INV [--dry-run] [--resume] [--services a,b] [--steps 1-5] [--concurrency N] [--json]`. */
 export function registerDeploy(program: Command): void {
-  inventoryOptions(program.command('deploy'))
-    .description('deploy the plan onto the nodes in steps 1-5 (re-entrant; --dry-run shows what would change)')
+  withDeployNodeOptions(inventoryOptions(program.command('deploy')))
+    .description(
+      'provision the nodes not yet active, then deploy the plan onto the nodes in steps 1-5 (re-entrant; --dry-run shows what would change)',
+    )
     .option('--dry-run', 'show per node and container what would be created, recreated (and why) or left alone')
     .option('--resume', 'continue the last run after a crash, without repeating completed side effects')
     .option('--services <list>', 'only these services, comma separated')

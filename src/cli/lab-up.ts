@@ -12,7 +12,7 @@ import { labInventoryYaml, topology } from '../lab/nodes/topology.js';
 import { loadAll, type Loaded } from './context.js';
 import { runningBmcs, startBmcs, stopBmcs } from './lab.js';
 import { inventoryOf, loadOpts, prepareLabInventory, type LabOpts } from './lab-inventory.js';
-import { runVmLabDown, runVmLabStatus, runVmLabUp, type VmUpOpts } from './lab-vm.js';
+import { VM_REGISTRY_PUSH_ADDRESS, runVmLabDown, runVmLabStatus, runVmLabUp, type VmUpOpts } from './lab-vm.js';
 import { out, table } from './output.js';
 import { bmcTargets } from './targets.js';
 
@@ -25,8 +25,10 @@ interface UpOpts extends LabOpts, VmUpOpts {
   prefix?: string;
   /** Default per kind: 6230 for containers, 7230 for VMs. */
   bmcPort?: string;
-  registry: string;
-  registryContainer: string;
+  /** Default per kind: 127.0.0.1:5000 for containers, 127.0.0.1:5001 for VMs. */
+  registry?: string;
+  /** Default per kind: stackctl-registry for containers, stackctl-<name>-registry for VMs. */
+  registryContainer?: string;
   timeout: string;
 }
 
@@ -76,7 +78,7 @@ export function labInput(all: Loaded): LabInput {
 /** `lab up`: inventory, secrets, images, networks, nodes, BMCs; re-entrant. */
 export async function runLabUp(o: UpOpts, deps: LabCliDeps = defaultDeps()): Promise<void> {
   checkKind(o.kind);
-  if (o.kind === 'vm') return runVmLabUp(o, deps.bin);
+  if (o.kind === 'vm') return runVmLabUp(o, deps);
   topology(o.topology);
   const prefix = o.prefix ?? '10.96';
   const bmcPort = Number(o.bmcPort ?? '6230');
@@ -103,8 +105,8 @@ export async function runLabUp(o: UpOpts, deps: LabCliDeps = defaultDeps()): Pro
       ensureRegistry: () =>
         ensureRegistry(engine, {
           release: all.release,
-          address: o.registry,
-          container: o.registryContainer,
+          address: o.registry ?? DEFAULT_REGISTRY_ADDRESS,
+          container: o.registryContainer ?? REGISTRY_CONTAINER,
           labels: { 'org.stackctl.lab': inv.cloud.name },
         }),
       startBmcs: async () => {
@@ -145,7 +147,7 @@ export async function runLabUp(o: UpOpts, deps: LabCliDeps = defaultDeps()): Pro
 /** `lab down`: remove what `lab up` created. */
 export async function runLabDown(o: LabOpts & { purge?: boolean }, deps: LabCliDeps = defaultDeps()): Promise<void> {
   checkKind(o.kind);
-  if (o.kind === 'vm') return runVmLabDown(o);
+  if (o.kind === 'vm') return runVmLabDown(o, deps.engine);
   const file = inventoryOf(o);
   let name = o.name;
   let stop = async (): Promise<void> => undefined;
@@ -229,8 +231,14 @@ export function registerLabUp(lab: Command): void {
     .option('--memory <MiB>', 'vm: guest memory', '1024')
     .option('--cpus <n>', 'vm: virtual CPUs (the deployed OS needs 2 under TCG)', '2')
     .option('--disk-gb <GiB>', 'vm: size of each (sparse qcow2) disk', '4')
-    .option('--registry <host:port>', 'host address the registry is published on', DEFAULT_REGISTRY_ADDRESS)
-    .option('--registry-container <name>', 'registry container name', REGISTRY_CONTAINER)
+    .option(
+      '--registry <host:port>',
+      `host address the registry is published on (default ${DEFAULT_REGISTRY_ADDRESS}; vm: ${VM_REGISTRY_PUSH_ADDRESS}, and the bridge address for the VMs)`,
+    )
+    .option(
+      '--registry-container <name>',
+      `registry container name (default ${REGISTRY_CONTAINER}; vm: stackctl-<name>-registry)`,
+    )
     .option('--timeout <seconds>', 'how long to wait for the nodes to answer SSH', '60')
     .action(async (o: UpOpts & { out?: string }) => runLabUp({ ...o, inventory: o.out ?? o.inventory }));
 

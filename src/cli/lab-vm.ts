@@ -8,8 +8,19 @@ import { labPaths, recordCreated } from '../lab/nodes/lab.js';
 import { topology } from '../lab/nodes/topology.js';
 import { readCmdline } from '../lab/vbmc/qemu.js';
 import { HostNetwork, VM_LAB_TOOLS, requireRoot, requireTools } from '../lab/vm/host.js';
-import { VM_LAB_DEFAULTS, checkNodeCount, vmLabInventoryYaml } from '../lab/vm/layout.js';
-import { readVmState, vmLabDown, vmLabStatus, vmLabUp, type VmLabInput, type VmSizes } from '../lab/vm/lab.js';
+import { VM_LAB_DEFAULTS, checkNodeCount, vmLabInventoryYaml, vmRegistryContainer } from '../lab/vm/layout.js';
+import {
+  readVmState,
+  recordVmRegistry,
+  vmLabDown,
+  vmLabStatus,
+  vmLabUp,
+  type VmLabInput,
+  type VmSizes,
+} from '../lab/vm/lab.js';
+import { buildImages } from '../images/build.js';
+import { ensureRegistry } from '../images/registry.js';
+import type { LocalEngine } from '../remote/docker-local.js';
 import { loadAll, type Loaded } from './context.js';
 import { runningBmcs, startBmcs, stopBmcs } from './lab.js';
 import { inventoryOf, loadOpts, prepareLabInventory, type LabOpts } from './lab-inventory.js';
@@ -25,6 +36,10 @@ export interface VmUpOpts {
   memory?: string;
   cpus?: string;
   diskGb?: string;
+  /** Loopback host:port this machine pushes to (default VM_REGISTRY_PUSH_ADDRESS). */
+  registry?: string;
+  /** Default stackctl-<name>-registry. */
+  registryContainer?: string;
 }
 
 /** A whole number option within bounds, or a UsageError naming it. */
@@ -52,6 +67,14 @@ export function vmLabInput(all: Loaded): VmLabInput {
     inventoryFile: all.inventoryFile,
     name: inv.cloud.name,
     provisioning: { cidr: prov.cidr, gateway: prov.gateway },
+    networks: Object.entries(inv.networks)
+      .filter(([name]) => name !== PROVISIONING)
+      .map(([name, n]) => ({
+        name,
+        cidr: n.cidr,
+        ...(n.vlan !== undefined ? { vlan: n.vlan } : {}),
+        ...(n.gateway ? { gateway: n.gateway } : {}),
+      })),
     nodes: inv.nodes.map((n) => {
       const nic = n.nics.find((x) => x.network === PROVISIONING);
       const address = all.allocation.addresses.get(n.name)?.[PROVISIONING];
@@ -65,8 +88,37 @@ export function vmLabInput(all: Loaded): VmLabInput {
   };
 }
 
+/**
+ * The VM lab's registry: a container of its own, published on the bridge
+ * address (`cloud.registry`, where the nodes pull from: the deploy writes
+ * it into their dockerd's insecure-registries) and on a loopback address,
+ * where this machine's dockerd pushes (loopback needs no TLS).
+ */
+async function ensureVmRegistry(all: Loaded, o: VmUpOpts, engine: LocalEngine): Promise<string> {
+  const inv = all.loaded.inventory;
+  const nodeSide = inv.cloud.registry ?? all.release.registry;
+  const container = o.registryContainer ?? vmRegistryContainer(inv.cloud.name);
+  await buildImages(engine, { release: all.release, only: ['registry'] });
+  const reg = await ensureRegistry(engine, {
+    release: all.release,
+    address: o.registry ?? VM_REGISTRY_PUSH_ADDRESS,
+    container,
+    publishAlso: [nodeSide],
+    labels: { 'org.stackctl.lab': inv.cloud.name },
+  });
+  if (reg.created) recordVmRegistry(all.inventoryFile, reg.container);
+  if (reg.created)
+    out(`registry ${reg.container}: push to ${reg.address}, nodes pull from ${nodeSide}
+`);
+  return reg.address;
+}
+
+/** Default loopback address this machine pushes the VM lab's images to. */
+export const VM_REGISTRY_PUSH_ADDRESS = '127.0.0.1:5001';
+
 /** `lab up --kind vm`. */
-export async function runVmLabUp(o: LabOpts & VmUpOpts, bin: string): Promise<void> {
+export async function runVmLabUp(o: LabOpts & VmUpOpts, deps: { bin: string; engine: LocalEngine }): Promise<void> {
+  const bin = deps.bin;
   const nodes = o.nodes !== undefined ? checkNodeCount(o.nodes) : undefined;
   if (nodes === undefined) topology(o.topology);
   const sizes: VmSizes = {
@@ -109,6 +161,7 @@ export async function runVmLabUp(o: LabOpts & VmUpOpts, bin: string): Promise<vo
     },
     sizes,
   );
+  const pushTo = await ensureVmRegistry(all, o, deps.engine);
   const inv = all.loaded.inventory;
   out(
     table(
@@ -127,7 +180,7 @@ export async function runVmLabUp(o: LabOpts & VmUpOpts, bin: string): Promise<vo
   out(
     report.created.length || report.vbmc.started
       ? `lab up (${s} s): bridge ${report.plan.bridge} ${report.plan.hostCidr}, ${report.created.length} object(s) created; ` +
-          `the nodes are off: stackctl nodes enroll --all -i ${file}\n`
+          `the nodes are off: stackctl images push --registry ${pushTo}, then stackctl deploy -i ${file}\n`
       : `lab already up, nothing changed (${s} s)\n`,
   );
 }
@@ -143,7 +196,7 @@ async function stopRecordedBmcs(file: string): Promise<void> {
 }
 
 /** `lab down --kind vm`. */
-export async function runVmLabDown(o: LabOpts & { purge?: boolean }): Promise<void> {
+export async function runVmLabDown(o: LabOpts & { purge?: boolean }, engine?: LocalEngine): Promise<void> {
   requireRoot('lab down --kind vm');
   const file = inventoryOf(o);
   const started = Date.now();
@@ -158,7 +211,12 @@ export async function runVmLabDown(o: LabOpts & { purge?: boolean }): Promise<vo
   }
   const r = await vmLabDown(
     file,
-    { host: new HostNetwork(), log: (l) => out(l + '\n'), stopBmcs: stop },
+    {
+      host: new HostNetwork(),
+      log: (l) => out(l + '\n'),
+      stopBmcs: stop,
+      ...(engine ? { removeContainer: (name: string) => engine.removeContainer(name) } : {}),
+    },
     { purge: o.purge ?? false },
   );
   out(

@@ -22,7 +22,7 @@ import type { NodeRecord } from '../provision/machine.js';
 import { FAILURE, NodeEvent, NodeState } from '../provision/states.js';
 import { PROVISIONING } from '../pxe/dnsmasq.js';
 import type { Introspection } from '../pxe/http.js';
-import { readRamdiskManifest } from '../pxe/services.js';
+import { readRamdiskManifest, type BootServices } from '../pxe/services.js';
 import {
   bootNetwork,
   bootNumbers,
@@ -43,7 +43,7 @@ import { DEFAULT_RAMDISK_DIR } from './ramdisk.js';
 import { selectNodes } from './targets.js';
 
 /** enroll -> verifying -> manageable: the BMC must answer with the configured credentials. */
-async function enrollNode(s: Session, node: string, update: (status: string) => void): Promise<string> {
+export async function enrollNode(s: Session, node: string, update: (status: string) => void): Promise<string> {
   let rec = s.store.get(node);
   if (rec.state === NodeState.ENROLL) rec = s.store.apply(node, NodeEvent.MANAGE, 'operator: enroll');
   if (rec.state !== NodeState.VERIFYING) return `already enrolled (${rec.state})`;
@@ -73,7 +73,7 @@ const INSPECTABLE: ReadonlySet<NodeState> = new Set([
 ]);
 
 /** Refuse a node the inspection cannot take, with what to do instead. */
-function checkInspectable(rec: NodeRecord): void {
+export function checkInspectable(rec: NodeRecord): void {
   if (INSPECTABLE.has(rec.state)) return;
   throw new UsageError('E_NODE_STATE', `node '${rec.name}' is in state '${rec.state}': it cannot be inspected`, {
     hint:
@@ -123,45 +123,56 @@ async function runInspect(opts: InspectOpts): Promise<void> {
       timeoutMs,
       pollMs: 1000,
     };
-    const macOf = (node: string): string =>
-      s.all.loaded.inventory.nodes.find((n) => n.name === node)!.nics.find((n) => n.network === PROVISIONING)?.mac ??
-      '';
     try {
-      await eachLifecycle(s, opts, 'inspect', names, async (node, update) => {
-        const rec = s.store.get(node);
-        if (rec.state === NodeState.MANAGEABLE || rec.state === NodeState.INSPECT_FAILED) {
-          startInspection(deps, node, 'operator: nodes inspect');
-        }
-        const t0 = Date.now();
-        for (;;) {
-          const step = await reconcileInspection(deps, node);
-          if (step.error) {
-            // what the boot services saw says whether the node booted at all
-            const seen = services.observed(macOf(node));
-            throw new StackctlError(
-              step.error.code,
-              `${step.error.message} (boot services for ${macOf(node)}: ${seen})`,
-              {
-                ...(step.error.hint ? { hint: step.error.hint } : {}),
-                cause: step.error,
-                exitCode: step.error.exitCode,
-                details: { ...step.error.details, observed: seen },
-              },
-            );
-          }
-          if (!step.dirty) {
-            const d = step.introspection?.data ?? introspection.get(node)?.data;
-            return d ? `${introspectionSummary(d)}` : step.state;
-          }
-          update(`${step.state} (${((Date.now() - t0) / 1000).toFixed(0)} s)`);
-          await new Promise((r) => setTimeout(r, step.requeueAfterMs ?? INSPECT_DEFAULTS.pollMs));
-        }
-      });
+      await eachLifecycle(s, opts, 'inspect', names, (node, update) =>
+        inspectNode(s, deps, services, node, update, 'operator: nodes inspect'),
+      );
     } finally {
       await services.close();
     }
   } finally {
     await s.close();
+  }
+}
+
+/**
+ * Inspect one node (from manageable or inspect failed, or carry on with an
+ * inspection in progress) until its agent reported; throws the failure with
+ * what the boot services saw of the node. Resolves to a one-line summary.
+ */
+export async function inspectNode(
+  s: Session,
+  deps: InspectDeps,
+  services: Pick<BootServices, 'observed'>,
+  node: string,
+  update: (status: string) => void,
+  reason: string,
+): Promise<string> {
+  const mac =
+    s.all.loaded.inventory.nodes.find((n) => n.name === node)!.nics.find((n) => n.network === PROVISIONING)?.mac ?? '';
+  const rec = s.store.get(node);
+  if (rec.state === NodeState.MANAGEABLE || rec.state === NodeState.INSPECT_FAILED) {
+    startInspection(deps, node, reason);
+  }
+  const t0 = Date.now();
+  for (;;) {
+    const step = await reconcileInspection(deps, node);
+    if (step.error) {
+      // what the boot services saw says whether the node booted at all
+      const seen = services.observed(mac);
+      throw new StackctlError(step.error.code, `${step.error.message} (boot services for ${mac}: ${seen})`, {
+        ...(step.error.hint ? { hint: step.error.hint } : {}),
+        cause: step.error,
+        exitCode: step.error.exitCode,
+        details: { ...step.error.details, observed: seen },
+      });
+    }
+    if (!step.dirty) {
+      const d = step.introspection?.data ?? deps.introspection.get(node)?.data;
+      return d ? `${introspectionSummary(d)}` : step.state;
+    }
+    update(`${step.state} (${((Date.now() - t0) / 1000).toFixed(0)} s)`);
+    await new Promise((r) => setTimeout(r, step.requeueAfterMs ?? INSPECT_DEFAULTS.pollMs));
   }
 }
 

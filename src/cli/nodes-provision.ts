@@ -15,13 +15,16 @@ import type { StackctlEvent } from '../core/events.js';
 import { HOST_OUTPUTS, readHostManifest } from '../images/host.js';
 import { introspectionFileFor, introspectionReportHandler, IntrospectionStore } from '../provision/inspect.js';
 import { AgentResults, bootTrailFrom, DEPLOY_DEFAULTS, stageImage, type DeployDeps } from '../provision/deploy.js';
-import type { DeployTarget } from '../provision/deploy.js';
+import type { CarriedNetwork, DeployImage, DeployTarget } from '../provision/deploy.js';
 import { provisionNodes, undeployNodes, SSH_CHECK_TIMEOUT_MS, type ProvisionResult } from '../provision/provision.js';
 import { NodeEvent, NodeState } from '../provision/states.js';
 import { parseCidr4 } from '../core/ipv4.js';
 import { PROVISIONING } from '../pxe/dnsmasq.js';
 import { readRamdiskManifest } from '../pxe/services.js';
+import type { BootServices } from '../pxe/services.js';
 import { ensureClientKey, openPool, sshFilesFor } from '../remote/index.js';
+import type { SshPool } from '../remote/ssh.js';
+import type { Loaded } from './context.js';
 import { DEFAULT_HOST_IMAGE_DIR } from './images.js';
 import {
   bootNetwork,
@@ -80,19 +83,39 @@ function checkState(s: Session, node: string, action: 'provision' | 'undeploy', 
   });
 }
 
-/** The deploy target of an inventory node: provisioning MAC and address, root device hints. */
-function targetOf(s: Session, node: string): DeployTarget {
-  const inv = s.all.loaded.inventory;
+/**
+ * The deploy target of an inventory node: provisioning MAC and address, root
+ * device hints, its addresses on the other networks of its role (carried by
+ * the provisioning NIC, tagged where the network has a VLAN), and the
+ * registry its dockerd pulls from.
+ */
+export function targetOf(all: Loaded, node: string): DeployTarget {
+  const inv = all.loaded.inventory;
   const n = inv.nodes.find((x) => x.name === node)!;
   const net = inv.networks[PROVISIONING]!;
+  const addresses = all.allocation.addresses.get(node) ?? {};
+  const networks: CarriedNetwork[] = Object.entries(addresses)
+    .filter(([name]) => name !== PROVISIONING && inv.networks[name])
+    .map(([name, ip]) => {
+      const def = inv.networks[name]!;
+      return {
+        name,
+        ip,
+        prefix: parseCidr4(def.cidr)!.prefix,
+        ...(def.vlan !== undefined ? { vlan: def.vlan } : {}),
+      };
+    })
+    .sort((a, b) => a.name.localeCompare(b.name));
   return {
     node,
     mac: n.nics.find((x) => x.network === PROVISIONING)!.mac.toLowerCase(),
-    ip: s.all.allocation.addresses.get(node)![PROVISIONING]!,
+    ip: addresses[PROVISIONING]!,
     prefix: parseCidr4(net.cidr)!.prefix,
     ...(net.gateway ? { gateway: net.gateway } : {}),
     ...(inv.cloud.domain ? { domain: inv.cloud.domain } : {}),
     ...(n.root_device ? { rootDevice: n.root_device } : {}),
+    ...(networks.length ? { networks } : {}),
+    insecureRegistries: [inv.cloud.registry ?? all.release.registry],
   };
 }
 
@@ -138,94 +161,34 @@ async function runProvision(action: 'provision' | 'undeploy', opts: ProvisionOpt
     const resume = Boolean(opts.resume);
     for (const n of names) checkState(s, n, action, resume);
     const net = bootNetwork(s, opts);
-    const ramdiskDir = resolve(opts.ramdisk ?? DEFAULT_RAMDISK_DIR);
-    const ramdisk = readRamdiskManifest(ramdiskDir);
-    warnStaleRamdisk(ramdiskDir);
-    const imageDir = resolve(opts.image ?? DEFAULT_HOST_IMAGE_DIR);
-    const manifest = readHostManifest(imageDir);
-    if (!manifest) {
-      throw new IoError('E_IMAGE_MISSING', `no host image in ${imageDir} (${HOST_OUTPUTS.manifest} is missing)`, {
-        hint: `Build it: stackctl images build host --out ${imageDir}`,
-      });
-    }
-    const files = join(pxeDirOf(s), 'files');
-    mkdirSync(files, { recursive: true, mode: 0o755 });
-    place(join(ramdiskDir, ramdisk.kernel), files, ramdisk.kernel);
-    place(join(ramdiskDir, ramdisk.initrd), files, ramdisk.initrd);
-    const image = stageImage(files, {
-      path: join(imageDir, HOST_OUTPUTS.image),
-      sha256: manifest.image.sha256,
-      rawBytes: manifest.raw.size,
-    });
-    const ssh = sshFilesFor(s.all.inventoryFile);
-    const { publicKey } = ensureClientKey(ssh.privateKeyFile);
-
+    const staged = stageBootFiles(s, opts);
     const results = new AgentResults();
     const introspection = IntrospectionStore.open(introspectionFileFor(s.all.inventoryFile));
-    const services = await runBootServices(s, opts, net, { dir: files, ...ramdisk }, (r) => {
+    const services = await runBootServices(s, opts, net, staged.files, (r) => {
       introspectionReportHandler(introspection)(r);
       results.handler(r);
     });
     const pool = action === 'provision' && opts.sshCheck ? openPool(s.all.inventoryFile) : undefined;
     // per node: the progress line follows the workflow's events
     const updates = new Map<string, (status: string) => void>();
-    const events = {
-      emit: (e: StackctlEvent): void => {
-        s.emit(e);
-        const line = 'node' in e ? progressOf(e) : undefined;
-        if (line && 'node' in e) updates.get(e.node)?.(line);
-      },
-    };
-    const deps: DeployDeps = {
-      nodes: s.store,
-      boot: services.server,
-      results,
-      power: (node) => s.driver(node),
-      image,
-      authorizedKey: publicKey.line,
-      knownHostsFile: ssh.knownHostsFile,
-      bootTrail: bootTrailFrom(services.dnsmasq.paths.log, services.server),
-      events,
-      timeoutMs,
-      pollMs: 1000,
-    };
+    const deps = provisionDeps(s, staged, services, results, timeoutMs, updates);
     try {
       await eachLifecycle(s, opts, action, names, async (node, update, outcome) => {
         updates.set(node, update);
-        const target = targetOf(s, node);
-        const t0 = Date.now();
-        let cleaned: ProvisionResult | undefined;
+        const target = targetOf(s.all, node);
         if (action === 'provision') {
-          // manageable -> available is cleaning, as on every undeploy: the next tenant sees no old disk
-          if (s.store.get(node).state === NodeState.CLEAN_FAILED) {
-            s.store.apply(node, NodeEvent.MANAGE, 'provision: clean again');
-          }
-          if (s.store.get(node).state === NodeState.MANAGEABLE) s.store.apply(node, NodeEvent.PROVIDE, 'provision');
-          const st = s.store.get(node).state;
-          if (st === NodeState.CLEANING || st === NodeState.CLEAN_WAIT) {
-            [cleaned] = await undeployNodes({ targets: [target], deps, resume: true, events });
-            if (!cleaned!.ok) return failed(cleaned!);
-          }
+          const r = await provisionNode(s, deps, target, {
+            resume,
+            ...(pool ? { ssh: { pool, timeoutMs: sshTimeoutS * 1000 } } : {}),
+          });
+          outcome.details = r.details;
+          return r.summary;
         }
-        const [r] =
-          action === 'provision'
-            ? await provisionNodes({
-                targets: [target],
-                deps,
-                resume,
-                events,
-                ...(pool ? { ssh: { pool, timeoutMs: sshTimeoutS * 1000 } } : {}),
-              })
-            : await undeployNodes({ targets: [target], deps, resume, events });
-        outcome.details = {
-          // the whole cleaning (power-on, ramdisk, wipe), not only the agent's wipe
-          phases: { ...(cleaned ? { clean: cleaned.phases.total } : {}), ...r!.phases },
-          bytesServed: r!.bytesServed + (cleaned?.bytesServed ?? 0),
-          ...(r!.uname ? { uname: r!.uname } : {}),
-          ms: Date.now() - t0,
-        };
+        const t0 = Date.now();
+        const [r] = await undeployNodes({ targets: [target], deps, resume, events: deps.events! });
+        outcome.details = { phases: r!.phases, bytesServed: r!.bytesServed, ms: Date.now() - t0 };
         if (!r!.ok) return failed(r!);
-        return summary(r!) + (r!.uname ? `; ${r!.uname.split(' ').slice(0, 3).join(' ')}` : '');
+        return summary(r!);
       });
     } finally {
       await pool?.close().catch(() => undefined);
@@ -234,6 +197,121 @@ async function runProvision(action: 'provision' | 'undeploy', opts: ProvisionOpt
   } finally {
     await s.close();
   }
+}
+
+/** The boot files of a provisioning run, in `<inventory>.pxe/files/`, and the staged host image. */
+export interface StagedBootFiles {
+  readonly files: { readonly dir: string; readonly kernel: string; readonly initrd: string };
+  readonly image: DeployImage;
+}
+
+/**
+ * Put the ramdisk's kernel and initramfs and the host image into the boot
+ * server's folder (links, or one copy each): the inspection and the deploy of
+ * a run share it.
+ */
+export function stageBootFiles(s: Session, opts: { ramdisk?: string; image?: string }): StagedBootFiles {
+  const ramdiskDir = resolve(opts.ramdisk ?? DEFAULT_RAMDISK_DIR);
+  const ramdisk = readRamdiskManifest(ramdiskDir);
+  warnStaleRamdisk(ramdiskDir);
+  const imageDir = resolve(opts.image ?? DEFAULT_HOST_IMAGE_DIR);
+  const manifest = readHostManifest(imageDir);
+  if (!manifest) {
+    throw new IoError('E_IMAGE_MISSING', `no host image in ${imageDir} (${HOST_OUTPUTS.manifest} is missing)`, {
+      hint: `Build it: stackctl images build host --out ${imageDir}`,
+    });
+  }
+  const files = join(pxeDirOf(s), 'files');
+  mkdirSync(files, { recursive: true, mode: 0o755 });
+  place(join(ramdiskDir, ramdisk.kernel), files, ramdisk.kernel);
+  place(join(ramdiskDir, ramdisk.initrd), files, ramdisk.initrd);
+  const image = stageImage(files, {
+    path: join(imageDir, HOST_OUTPUTS.image),
+    sha256: manifest.image.sha256,
+    rawBytes: manifest.raw.size,
+  });
+  return { files: { dir: files, kernel: ramdisk.kernel, initrd: ramdisk.initrd }, image };
+}
+
+/**
+ * The deploy workflow's dependencies for a session; `updates` gets each
+ * node's progress line from the workflow's events.
+ */
+export function provisionDeps(
+  s: Session,
+  staged: StagedBootFiles,
+  services: BootServices,
+  results: AgentResults,
+  timeoutMs: number,
+  updates: ReadonlyMap<string, (status: string) => void>,
+): DeployDeps {
+  const ssh = sshFilesFor(s.all.inventoryFile);
+  const { publicKey } = ensureClientKey(ssh.privateKeyFile);
+  const events = {
+    emit: (e: StackctlEvent): void => {
+      s.emit(e);
+      const line = 'node' in e ? progressOf(e) : undefined;
+      if (line && 'node' in e) updates.get(e.node)?.(line);
+    },
+  };
+  return {
+    nodes: s.store,
+    boot: services.server,
+    results,
+    power: (node) => s.driver(node),
+    image: staged.image,
+    authorizedKey: publicKey.line,
+    knownHostsFile: ssh.knownHostsFile,
+    bootTrail: bootTrailFrom(services.dnsmasq.paths.log, services.server),
+    events,
+    timeoutMs,
+    pollMs: 1000,
+  };
+}
+
+/**
+ * Provision one node from manageable (cleaned first), clean failed,
+ * available, deploy failed or error (and, with `resume`, from the middle of a
+ * cleaning or deploy) to active; proves SSH when given a pool. Throws the
+ * failure as the error the runner records; resolves to a summary line and
+ * the figures for --json.
+ */
+export async function provisionNode(
+  s: Session,
+  deps: DeployDeps,
+  target: DeployTarget,
+  opts: { readonly resume: boolean; readonly ssh?: { readonly pool: SshPool; readonly timeoutMs: number } },
+): Promise<{ summary: string; details: Record<string, unknown> }> {
+  const node = target.node;
+  const events = deps.events!;
+  const t0 = Date.now();
+  let cleaned: ProvisionResult | undefined;
+  // manageable -> available is cleaning, as on every undeploy: the next tenant sees no old disk
+  if (s.store.get(node).state === NodeState.CLEAN_FAILED) {
+    s.store.apply(node, NodeEvent.MANAGE, 'provision: clean again');
+  }
+  if (s.store.get(node).state === NodeState.MANAGEABLE) s.store.apply(node, NodeEvent.PROVIDE, 'provision');
+  const st = s.store.get(node).state;
+  if (st === NodeState.CLEANING || st === NodeState.CLEAN_WAIT) {
+    [cleaned] = await undeployNodes({ targets: [target], deps, resume: true, events });
+    if (!cleaned!.ok) return failed(cleaned!);
+  }
+  const [r] = await provisionNodes({
+    targets: [target],
+    deps,
+    resume: opts.resume,
+    events,
+    ...(opts.ssh ? { ssh: opts.ssh } : {}),
+  });
+  const details = {
+    // the whole cleaning (power-on, ramdisk, wipe), not only the agent's wipe
+    phases: { ...(cleaned ? { clean: cleaned.phases.total } : {}), ...r!.phases },
+    bytesServed: r!.bytesServed + (cleaned?.bytesServed ?? 0),
+    ...(r!.uname ? { uname: r!.uname } : {}),
+    ms: Date.now() - t0,
+  };
+  if (!r!.ok) failed(r!);
+  return { summary: summary(r!) + (r!.uname ? `; ${r!.uname.split(' ').slice(0, 3).join(' ')}` : ''), details };
 }
 
 /** A failed result as the error the runner records (code, message, hint and exit status kept). */

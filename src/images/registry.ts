@@ -28,6 +28,8 @@ export interface RegistryOptions {
   readonly container?: string;
   /** Extra labels (e.g. the lab that started it). */
   readonly labels?: Readonly<Record<string, string>>;
+  /** Further host:port addresses to publish on, e.g. the VM lab bridge's address for its nodes. */
+  readonly publishAlso?: readonly string[];
 }
 
 /** Split host:port; the port is required. */
@@ -67,7 +69,7 @@ async function waitHttp(url: string, timeoutMs: number): Promise<boolean> {
 export async function ensureRegistry(engine: LocalEngine, opts: RegistryOptions): Promise<RegistryState> {
   const address = opts.address ?? DEFAULT_REGISTRY_ADDRESS;
   const name = opts.container ?? REGISTRY_CONTAINER;
-  const { host, port } = splitAddress(address);
+  for (const a of [address, ...(opts.publishAlso ?? [])]) splitAddress(a); // every address checked before anything is created
   const image = labImageRef(opts.release, 'registry');
   let c: LocalContainer | undefined = await engine.container(name);
   let created = false;
@@ -81,7 +83,12 @@ export async function ensureRegistry(engine: LocalEngine, opts: RegistryOptions)
       name,
       image,
       labels: { [REGISTRY_LABEL]: address, ...(opts.labels ?? {}) },
-      publish: { '5000/tcp': { hostIp: host, hostPort: port } },
+      publish: {
+        '5000/tcp': [address, ...(opts.publishAlso ?? [])].map((a) => {
+          const b = splitAddress(a);
+          return { hostIp: b.host, hostPort: b.port };
+        }),
+      },
       restart: 'unless-stopped',
     });
     created = true;

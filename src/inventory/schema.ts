@@ -101,6 +101,13 @@ export const NodeSchema = Type.Object(
     bmc: BmcSchema,
     nics: Type.Array(NicSchema, { minItems: 1, description: 'network interfaces; one must be on provisioning' }),
     root_device: Type.Optional(RootDeviceSchema),
+    preprovisioned: Type.Optional(
+      Type.Boolean({
+        description:
+          "true: the host was installed by others (OS, sshd with stackctl's key, dockerd trusting the registry); " +
+          'deploy never enrolls, inspects or provisions it',
+      }),
+    ),
     ips: Type.Optional(
       Type.Record(NetworkName, Ipv4, {
         description: 'fixed addresses by network name; addresses on the other networks of the role come from IPAM',

@@ -151,6 +151,23 @@ export interface DeployTarget {
   readonly domain?: string;
   /** The inventory's root device hints. */
   readonly rootDevice?: RootDevice;
+  /**
+   * The node's addresses on its other networks, carried by the provisioning
+   * NIC: tagged when the network has a VLAN, else as further addresses on it.
+   */
+  readonly networks?: readonly CarriedNetwork[];
+  /** Registries (host:port) the node's dockerd pulls from over plain HTTP: /etc/docker/daemon.json. */
+  readonly insecureRegistries?: readonly string[];
+}
+
+/** One more network of a node, on the provisioning NIC. */
+export interface CarriedNetwork {
+  /** The inventory's network name. */
+  readonly name: string;
+  readonly ip: string;
+  readonly prefix: number;
+  /** 802.1Q tag; untagged when absent. */
+  readonly vlan?: number;
 }
 
 /** The agent's last result per node, with the time it was accepted. */
@@ -247,12 +264,48 @@ export function networkFile(t: DeployTarget): string {
     `Address=${t.ip}/${t.prefix}`,
     ...(t.gateway ? [`Gateway=${t.gateway}`] : []),
     ...(t.dns ?? []).map((d) => `DNS=${d}`),
+    // the other networks: untagged ones share the segment, tagged ones get a VLAN interface
+    ...(t.networks ?? []).filter((n) => n.vlan === undefined).map((n) => `Address=${n.ip}/${n.prefix}`),
+    ...(t.networks ?? []).filter((n) => n.vlan !== undefined).map((n) => `VLAN=${vlanName(n.vlan!)}`),
     // no IPv6 autoconfiguration surprises on the provisioning segment
     'IPv6AcceptRA=no',
     'LinkLocalAddressing=no',
     '',
   ];
   return lines.join('\n');
+}
+
+/** Interface name of a VLAN on the provisioning NIC. */
+export const vlanName = (vlan: number): string => `vlan${vlan}`;
+
+/** systemd-networkd files of a tagged network: the VLAN device and its static address. */
+function vlanFiles(n: CarriedNetwork): AgentFile[] {
+  const name = vlanName(n.vlan!);
+  const head = `# written by stackctl at deploy: network ${n.name}, VLAN ${n.vlan} on the provisioning NIC\n`;
+  return [
+    {
+      path: `/etc/systemd/network/20-${name}.netdev`,
+      mode: 0o644,
+      content: `${head}[NetDev]\nName=${name}\nKind=vlan\n\n[VLAN]\nId=${n.vlan}\n`,
+    },
+    {
+      path: `/etc/systemd/network/20-${name}.network`,
+      mode: 0o644,
+      content:
+        `${head}[Match]\nName=${name}\n\n[Network]\nAddress=${n.ip}/${n.prefix}\n` +
+        'IPv6AcceptRA=no\nLinkLocalAddressing=no\n',
+    },
+  ];
+}
+
+/**
+ * dockerd's settings: the registry is stackctl's plain-HTTP one
+ * (images/registry.ts), so dockerd must be told to pull from it without TLS.
+ * Written at deploy, so the first dockerd start already has it: no restart
+ * of a dockerd that runs containers.
+ */
+export function dockerDaemonJson(registries: readonly string[]): string {
+  return JSON.stringify({ 'insecure-registries': [...registries] }, null, 2) + '\n';
 }
 
 /** The files the agent writes for a node: identity, network, SSH access, SSH host key. */
@@ -280,6 +333,10 @@ export function nodeFiles(
       content:
         '# the host key stackctl generated and recorded before the deploy\nHostKey /etc/ssh/ssh_host_ed25519_key\n',
     },
+    ...(t.networks ?? []).filter((n) => n.vlan !== undefined).flatMap(vlanFiles),
+    ...(t.insecureRegistries?.length
+      ? [{ path: '/etc/docker/daemon.json', mode: 0o644, content: dockerDaemonJson(t.insecureRegistries) }]
+      : []),
   ];
 }
 

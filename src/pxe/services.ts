@@ -130,7 +130,9 @@ export async function startBootServices(o: BootServicesOptions): Promise<BootSer
     kernelArgs: o.kernelArgs ?? LAB_KERNEL_ARGS,
     nodes: o.inventory.nodes.flatMap((n) => {
       const nic = n.nics.find((x) => x.network === PROVISIONING);
-      return nic ? [{ name: n.name, mac: nic.mac.toLowerCase() }] : [];
+      // the address lets the server count the bytes each node fetched (the figures of nodes provision)
+      const ip = o.addresses.get(n.name)?.[PROVISIONING];
+      return nic ? [{ name: n.name, mac: nic.mac.toLowerCase(), ...(ip ? { ip } : {}) }] : [];
     }),
     onReport: o.onReport,
     ...(o.events ? { events: o.events } : {}),

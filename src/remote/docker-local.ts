@@ -37,6 +37,12 @@ export interface NetworkSpec {
   readonly labels: Readonly<Record<string, string>>;
 }
 
+/** A host address a container port is published on. */
+export interface PortBinding {
+  readonly hostIp: string;
+  readonly hostPort: string;
+}
+
 /** A container to create; a deliberately small subset of Docker's options. */
 export interface ContainerSpec {
   readonly name: string;
@@ -54,8 +60,8 @@ export interface ContainerSpec {
   readonly unmaskPaths?: boolean;
   readonly devices?: readonly string[];
   readonly deviceCgroupRules?: readonly string[];
-  /** containerPort/tcp -> host ip:port */
-  readonly publish?: Readonly<Record<string, { readonly hostIp: string; readonly hostPort: string }>>;
+  /** containerPort/tcp -> host ip:port (one binding or several) */
+  readonly publish?: Readonly<Record<string, PortBinding | readonly PortBinding[]>>;
   /** Networks with a fixed address each; the first is used at create time. */
   readonly networks?: readonly { readonly name: string; readonly ip?: string; readonly aliases?: readonly string[] }[];
   readonly restart?: 'no' | 'unless-stopped';
@@ -285,7 +291,10 @@ export function localEngine(docker: Docker = new Docker()): LocalEngine {
         const bindings: Record<string, { HostIp: string; HostPort: string }[]> = {};
         for (const [port, b] of Object.entries(spec.publish ?? {})) {
           exposed[port] = {};
-          bindings[port] = [{ HostIp: b.hostIp, HostPort: b.hostPort }];
+          bindings[port] = (Array.isArray(b) ? b : [b]).map((x: PortBinding) => ({
+            HostIp: x.hostIp,
+            HostPort: x.hostPort,
+          }));
         }
         const c = await docker.createContainer({
           name: spec.name,

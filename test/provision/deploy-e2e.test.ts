@@ -26,7 +26,7 @@ import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { $ } from 'zx';
 import type { StackctlEvent } from '../../src/core/events.js';
-import { buildHostImage, type HostBuild } from '../../src/images/host.js';
+import type { HostBuild } from '../../src/images/host.js';
 import { buildRamdisk, type RamdiskBuild } from '../../src/images/ramdisk.js';
 import { QEMU_FILES, QemuMachine } from '../../src/lab/vbmc/qemu.js';
 import {
@@ -52,7 +52,7 @@ import { ensureClientKey } from '../../src/remote/keys.js';
 import { recordedKeys } from '../../src/remote/known-hosts.js';
 import { SshPool } from '../../src/remote/ssh.js';
 import { machinePower } from './machine-power.js';
-import { VmSegment, requireHostImageTools, requireVmTools } from './vm-segment.js';
+import { VmSegment, requireHostImageTools, requireVmTools, testHostImage } from './vm-segment.js';
 
 const HOST = '10.231.93.1';
 const PREFIX = 24;
@@ -78,7 +78,6 @@ const [A, B, X] = NODES as [Vm, Vm, Vm];
 
 /** Kept across runs: a rebuild with nothing changed takes milliseconds. */
 const RAMDISK_DIR = join(tmpdir(), 'stackctl-test-ramdisk');
-const HOST_IMAGE_DIR = join(tmpdir(), 'stackctl-test-host');
 
 /** LAB-FACTS: ~13 s to the ramdisk, ~25 s from disk to SSH under TCG; a busy shared host needs slack. */
 const DEPLOY_TIMEOUT_MS = 600_000;
@@ -160,7 +159,7 @@ describe('provisioning of PXE-booted VMs', () => {
     ramdisk = await buildRamdisk({ outDir: RAMDISK_DIR });
     console.log(`ramdisk ${ramdisk.cached ? 'from cache' : 'built'} in ${((Date.now() - t) / 1000).toFixed(1)} s`);
     t = Date.now();
-    host = await buildHostImage({ outDir: HOST_IMAGE_DIR, log: (l) => console.log(`host image: ${l}`) });
+    host = await testHostImage((l) => console.log(`host image: ${l}`));
     console.log(
       `host image ${host.cached ? 'from cache' : 'built'} in ${((Date.now() - t) / 1000).toFixed(1)} s: ` +
         `${host.manifest.image.size} bytes compressed, ${host.manifest.raw.size} bytes raw`,

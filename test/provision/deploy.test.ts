@@ -12,11 +12,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { RemoteError } from '../../src/core/errors.js';
+import { Secret } from '../../src/core/secret.js';
 import { InMemoryMachine } from '../../src/lab/vbmc/machine.js';
 import {
   AgentResults,
   bootTrailFrom,
   networkFile,
+  nodeFiles,
   reconcileDeploy,
   reconcileUndeploy,
   startDeploy,
@@ -126,6 +128,40 @@ function filesOf(command: string): Map<string, { mode: string; text: string }> {
   }
   return out;
 }
+
+describe('what the deploy writes into the node', () => {
+  const key = { privateKey: new Secret('k'), publicLine: 'ssh-ed25519 AAAA' };
+  const carried: DeployTarget = {
+    ...TARGET,
+    networks: [
+      { name: 'external', ip: '10.0.0.11', prefix: 24 },
+      { name: 'internal_api', ip: '172.17.0.11', prefix: 24, vlan: 20 },
+    ],
+    insecureRegistries: ['192.168.24.1:5000'],
+  };
+  const byPath = (t: DeployTarget): Map<string, string> =>
+    new Map(nodeFiles(t, key, OPERATOR_KEY).map((f) => [f.path, String(f.content)]));
+
+  it('carries the other networks on the provisioning NIC: untagged as more addresses, tagged as VLAN interfaces', () => {
+    const files = byPath(carried);
+    const prov = files.get('/etc/systemd/network/10-provisioning.network')!;
+    expect(prov).toContain('Address=192.168.24.11/24\nGateway=192.168.24.1\nAddress=10.0.0.11/24\nVLAN=vlan20\n');
+    expect(files.get('/etc/systemd/network/20-vlan20.netdev')).toContain(
+      '[NetDev]\nName=vlan20\nKind=vlan\n\n[VLAN]\nId=20\n',
+    );
+    expect(files.get('/etc/systemd/network/20-vlan20.network')).toContain(
+      '[Match]\nName=vlan20\n\n[Network]\nAddress=172.17.0.11/24\n',
+    );
+  });
+
+  it('tells dockerd to pull from the plain-HTTP registry, and writes no daemon.json when there is none', () => {
+    expect(JSON.parse(byPath(carried).get('/etc/docker/daemon.json')!)).toEqual({
+      'insecure-registries': ['192.168.24.1:5000'],
+    });
+    expect(byPath(TARGET).has('/etc/docker/daemon.json')).toBe(false);
+    expect([...byPath(TARGET).keys()].some((p) => p.includes('vlan'))).toBe(false);
+  });
+});
 
 describe('reconcileDeploy', () => {
   it('boots the ramdisk with a command that carries identity, network and keys, and boots the disk after the result', async () => {

@@ -7,8 +7,10 @@
  * this bridge: nothing is routed anywhere else.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { HOST_BUILD_TOOLS } from '../../src/images/host.js';
+import { existsSync, mkdirSync, rmdirSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { HOST_BUILD_TOOLS, buildHostImage, type HostBuild } from '../../src/images/host.js';
 import { $ } from 'zx';
 
 /** A Debian package for each tool the VM tests run. */
@@ -96,5 +98,36 @@ export class VmSegment {
     await $({ nothrow: true, quiet: true })`ip link del ${this.bridge}`;
     if (this.#rule)
       await $({ nothrow: true, quiet: true })`iptables -D DOCKER-USER -i ${this.bridge} -o ${this.bridge} -j ACCEPT`;
+  }
+}
+
+/** The host image the VM tests deploy; kept across runs (a rebuild with nothing changed takes milliseconds). */
+export const TEST_HOST_IMAGE_DIR = join(tmpdir(), 'stackctl-test-host');
+const HOST_IMAGE_LOCK = `${TEST_HOST_IMAGE_DIR}.lock`;
+
+/**
+ * Build (or find) the test host image under a lock: test files run in
+ * parallel, and two builds into one folder could pair one build's image with
+ * the other's recorded checksum.
+ */
+export async function testHostImage(log: (line: string) => void = () => undefined): Promise<HostBuild> {
+  for (;;) {
+    try {
+      mkdirSync(HOST_IMAGE_LOCK);
+      break;
+    } catch {
+      // a lock older than 30 minutes was left by a killed run
+      try {
+        if (Date.now() - statSync(HOST_IMAGE_LOCK).mtimeMs > 30 * 60_000) rmdirSync(HOST_IMAGE_LOCK);
+      } catch {
+        // gone meanwhile
+      }
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  }
+  try {
+    return await buildHostImage({ outDir: TEST_HOST_IMAGE_DIR, log });
+  } finally {
+    rmdirSync(HOST_IMAGE_LOCK);
   }
 }

@@ -99,7 +99,8 @@ export function labInventoryYaml(o: LabTopologyOptions): string {
   }
   lines.push('nodes:');
   for (const n of labNodeEntries(t.controllers, t.computes, o.bmcPort, '00')) {
-    lines.push(...n.lines, '    root_device: { min_size_gb: 8 }');
+    // a container node runs sshd and dockerd from its start: installed by others, never PXE-booted
+    lines.push(...n.lines, '    root_device: { min_size_gb: 8 }', '    preprovisioned: true');
   }
   return lines.join('\n') + '\n';
 }

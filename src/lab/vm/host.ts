@@ -152,6 +152,14 @@ export class HostNetwork {
     await this.#must(argv, `bringing ${dev} up`);
   }
 
+  /** An 802.1Q interface on top of `parent` (the lab bridge). */
+  async createVlan(parent: string, name: string, vlan: number): Promise<void> {
+    await this.#must(
+      ['ip', 'link', 'add', 'link', parent, 'name', name, 'type', 'vlan', 'id', String(vlan)],
+      `creating VLAN ${vlan} interface ${name} (the kernel needs 802.1Q: modprobe 8021q; else drop the network's vlan from the lab inventory)`,
+    );
+  }
+
   async createTap(name: string): Promise<void> {
     await this.#must(['ip', 'tuntap', 'add', 'dev', name, 'mode', 'tap'], `creating tap ${name}`);
   }

@@ -18,7 +18,7 @@ import { labPaths, recordedCreated } from '../nodes/lab.js';
 import { readLabMachines, writeLabMachines, type LabMachineRecord } from '../nodes/machines.js';
 import { QEMU_FILES, QemuMachine, readCmdline, validateQemuOptions } from '../vbmc/qemu.js';
 import { HostNetwork, VM_LAB_TOOLS, clashingRoutes, requireRoot, requireTools } from './host.js';
-import { bridgeName, diskSerial, labTag, tapName, ulaPrefix, vmPaths } from './layout.js';
+import { bridgeName, diskSerial, labTag, tapName, ulaPrefix, vlanLinkName, vmPaths } from './layout.js';
 
 /** What the VM lab needs of a loaded inventory (the CLI builds it). */
 export interface VmLabInput {
@@ -26,6 +26,12 @@ export interface VmLabInput {
   /** cloud.name. */
   readonly name: string;
   readonly provisioning: { readonly cidr: string; readonly gateway: string };
+  /**
+   * The cloud's other networks: this machine gets an address on each, on the
+   * bridge (untagged) or on a VLAN interface of it, so it reaches the nodes'
+   * services there as on a site's networks.
+   */
+  readonly networks?: readonly LabNetwork[];
   readonly nodes: readonly {
     readonly name: string;
     /** MAC of the NIC on provisioning. */
@@ -34,6 +40,25 @@ export interface VmLabInput {
     readonly address: string;
     readonly bmc: string;
   }[];
+}
+
+/** One more network of the lab, carried by the bridge. */
+export interface LabNetwork {
+  readonly name: string;
+  readonly cidr: string;
+  readonly vlan?: number;
+  readonly gateway?: string;
+}
+
+/** This machine on one more network: the interface and its address. */
+export interface VmLabNetworkPlan {
+  readonly name: string;
+  readonly cidr: string;
+  /** The bridge itself (untagged) or its VLAN interface `svm<tag>v<vlan>`. */
+  readonly link: string;
+  readonly vlan?: number;
+  /** The network's gateway, else its last address, with the prefix length. */
+  readonly hostCidr: string;
 }
 
 /** Sizes of the VMs. */
@@ -66,6 +91,7 @@ export interface VmLabPlan {
   /** ULA /64 prefix (`fdxx:...::`) and this machine's address in it. */
   readonly ipv6Prefix: string;
   readonly hostCidr6: string;
+  readonly networks: readonly VmLabNetworkPlan[];
   readonly nodes: readonly VmNodePlan[];
 }
 
@@ -83,10 +109,19 @@ export interface VmLabState {
   rules: string[][];
   /** Tap device of each node. */
   taps: Record<string, string>;
+  /** VLAN interfaces on the bridge this lab created, by network name. */
+  vlans?: Record<string, string>;
   /** Disks and run folders. */
   files: string[];
   /** The virtual BMC process (`lab bmc serve`) lab up last started or found. */
   vbmcPid?: number;
+  /** The registry container lab up started (lab down removes it). */
+  registry?: string;
+}
+
+/** Record the registry container lab up started. */
+export function recordVmRegistry(inventoryFile: string, container: string): void {
+  saveVmState(inventoryFile, { ...readVmState(inventoryFile), registry: container });
 }
 
 /** The lab's state file. */
@@ -135,10 +170,27 @@ export function planVmLab(input: VmLabInput, st: VmLabState): VmLabPlan {
     };
   });
   const ipv6Prefix = ulaPrefix(net.text);
+  const bridge = bridgeName(tag);
+  const networks = (input.networks ?? []).map((n) => {
+    const c = parseCidr4(n.cidr);
+    if (!c) {
+      throw new InputError('E_LAB_CIDR', `network ${n.name}: '${n.cidr}' is not an IPv4 network`, {
+        hint: `networks.${n.name}.cidr: a.b.c.d/prefix`,
+      });
+    }
+    return {
+      name: n.name,
+      cidr: `${formatIpv4(c.base)}/${c.prefix}`,
+      link: n.vlan !== undefined ? vlanLinkName(tag, n.vlan) : bridge,
+      ...(n.vlan !== undefined ? { vlan: n.vlan } : {}),
+      hostCidr: `${n.gateway ?? formatIpv4(c.last - 1)}/${c.prefix}`,
+    };
+  });
   return {
     name: input.name,
     tag,
-    bridge: bridgeName(tag),
+    bridge,
+    networks,
     cidr: `${formatIpv4(net.base)}/${net.prefix}`,
     hostCidr: `${input.provisioning.gateway}/${net.prefix}`,
     ipv6Prefix,
@@ -201,13 +253,24 @@ export async function vmLabUp(input: VmLabInput, deps: VmLabDeps, sizes: VmSizes
       hint: `Remove it (ip link del ${plan.bridge}) if it is left over, or move the inventory file: the names derive from its path.`,
     });
   }
-  const clash = clashingRoutes(plan.cidr, await host.routes(), plan.bridge);
-  if (clash.length) {
-    throw new InputError(
-      'E_LAB_SUBNET_CLASH',
-      `the provisioning network ${plan.cidr} overlaps ${clash.map((r) => `${r.dst} on ${r.dev}`).join(', ')}`,
-      { hint: 'Choose other lab addresses: lab up --kind vm --prefix A.B (or edit networks.provisioning).' },
-    );
+  const routes = await host.routes();
+  const own = new Set([plan.bridge, ...plan.networks.map((n) => n.link)]);
+  for (const [what, cidr] of [['provisioning', plan.cidr], ...plan.networks.map((n) => [n.name, n.cidr])] as const) {
+    const clash = clashingRoutes(cidr, routes, plan.bridge).filter((r) => !own.has(r.dev));
+    if (clash.length) {
+      throw new InputError(
+        'E_LAB_SUBNET_CLASH',
+        `the ${what} network ${cidr} overlaps ${clash.map((r) => `${r.dst} on ${r.dev}`).join(', ')}`,
+        { hint: `Choose other lab addresses: lab up --kind vm --prefix A.B (or edit networks.${what}).` },
+      );
+    }
+  }
+  for (const n of plan.networks) {
+    if (n.link !== plan.bridge && st.vlans?.[n.name] !== n.link && (await host.linkExists(n.link))) {
+      throw new InputError('E_LAB_FOREIGN_LINK', `interface ${n.link} exists, but this lab did not create it`, {
+        hint: `Remove it (ip link del ${n.link}) if it is left over.`,
+      });
+    }
   }
   for (const n of plan.nodes) {
     if (st.taps[n.node] !== n.tap && (await host.linkExists(n.tap))) {
@@ -234,6 +297,24 @@ export async function vmLabUp(input: VmLabInput, deps: VmLabDeps, sizes: VmSizes
     log(`${plan.bridge}: address ${cidr}`);
   }
   await host.setUp(plan.bridge);
+
+  // this machine on the cloud's other networks: untagged on the bridge, or on a VLAN interface of it
+  for (const n of plan.networks) {
+    if (n.link !== plan.bridge && !(await host.linkExists(n.link))) {
+      st.vlans = { ...(st.vlans ?? {}), [n.name]: n.link };
+      save();
+      await host.createVlan(plan.bridge, n.link, n.vlan!);
+      created.push(`vlan ${n.link}`);
+      log(`${n.name}: VLAN ${n.vlan} interface ${n.link}`);
+    }
+    await host.setUp(n.link);
+    if ((await host.addresses(n.link)).includes(n.hostCidr)) continue;
+    if (n.link === plan.bridge && !st.addresses.includes(n.hostCidr)) st.addresses.push(n.hostCidr);
+    save();
+    await host.addAddress(n.link, n.hostCidr);
+    created.push(`address ${n.hostCidr}`);
+    log(`${n.name}: address ${n.hostCidr} on ${n.link}`);
+  }
 
   if (await host.chainExists('DOCKER-USER')) {
     const rule = acceptRule(plan.bridge);
@@ -317,7 +398,10 @@ export async function qemuPid(runDir: string): Promise<number | undefined> {
  */
 export async function vmLabDown(
   inventoryFile: string,
-  deps: Pick<VmLabDeps, 'host' | 'log' | 'stopBmcs'>,
+  deps: Pick<VmLabDeps, 'host' | 'log' | 'stopBmcs'> & {
+    /** Remove a container (the registry lab up started). */
+    readonly removeContainer?: (name: string) => Promise<void>;
+  },
   opts: { readonly purge?: boolean } = {},
 ): Promise<VmLabDownReport> {
   const { host, log } = deps;
@@ -328,6 +412,12 @@ export async function vmLabDown(
     if (existsSync(paths.labDir)) saveVmState(inventoryFile, st);
   };
   await deps.stopBmcs();
+  if (st.registry && deps.removeContainer) {
+    await deps.removeContainer(st.registry);
+    log(`registry ${st.registry} removed (this lab started it)`);
+    delete st.registry;
+    save();
+  }
 
   for (const [node, m] of Object.entries(readLabMachines(paths.labDir).nodes)) {
     if (m.kind !== 'qemu') continue;
@@ -346,6 +436,11 @@ export async function vmLabDown(
   for (const [node, tap] of Object.entries(st.taps)) {
     if (await host.deleteLink(tap)) report.links.push(tap);
     delete st.taps[node];
+    save();
+  }
+  for (const [name, link] of Object.entries(st.vlans ?? {})) {
+    if (await host.deleteLink(link)) report.links.push(link);
+    delete st.vlans![name];
     save();
   }
   for (const rule of [...st.rules]) {

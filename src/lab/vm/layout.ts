@@ -26,6 +26,15 @@ export const VM_LAB_DEFAULTS = {
 } as const;
 
 /**
+ * Port of the lab registry on the bridge address, where the VMs pull from
+ * (the inventory's cloud.registry); this machine pushes to it on loopback.
+ */
+export const VM_REGISTRY_PORT = 5000;
+
+/** The lab's own registry container. */
+export const vmRegistryContainer = (labName: string): string => `stackctl-${labName}-registry`;
+
+/**
  * Third octets of the VM lab's networks: those of the container lab + 100, so
  * a container lab and a VM lab under the same /16 never share a subnet.
  */
@@ -89,10 +98,11 @@ export function vmLabInventoryYaml(o: VmLabInventoryOptions): string {
   const lines = [
     `# VM lab '${o.name}' (${what}), written by \`stackctl lab up --kind vm\`.`,
     '# Each node is a QEMU VM behind a virtual BMC on 127.0.0.1; provisioning is a Linux bridge on this',
-    '# machine (.254 is the deploy host). Edit with care: `lab up` keeps this file.',
+    '# machine (.254 is the deploy host, its registry listens there). Edit with care: `lab up` keeps this file.',
     'cloud:',
     `  name: ${o.name}`,
     `  release: ${o.release ?? 'zed'}`,
+    `  registry: ${net(LAB_NETWORKS.provisioning.octet, 254)}:${VM_REGISTRY_PORT}`,
     '  settings:',
     '    # No KVM in the lab: Nova fake virt driver, everything above it is the real Nova.',
     '    nova_compute_driver: fake.FakeDriver',
@@ -102,7 +112,9 @@ export function vmLabInventoryYaml(o: VmLabInventoryOptions): string {
   for (const [name, n] of Object.entries(LAB_NETWORKS)) {
     const f = [`cidr: ${net(n.octet, 0)}/24`];
     if (n.gateway) f.push(`gateway: ${net(n.octet, 254)}`);
-    if (n.vlan !== undefined) f.push(`vlan: ${n.vlan}`);
+    // NOTE: no VLAN tags: every lab network is a flat subnet on the one bridge, because this
+    // machine's kernel may lack 802.1Q (no 8021q module, no bridge VLAN filtering) and could then
+    // not reach the nodes on a tagged network; a site's inventory tags them (docs/provisioning.md)
     if (n.vip) f.push(`vip: ${net(n.octet, 250)}`);
     if (n.dhcp) f.push(`dhcp_range: [${net(n.octet, 100)}, ${net(n.octet, 199)}]`);
     f.push(`allocation_range: [${net(n.octet, 10)}, ${net(n.octet, 99)}]`);
@@ -125,6 +137,11 @@ export function labTag(inventoryFile: string): string {
 /** The bridge of a lab: `svm<tag>` (9 characters; Linux allows 15). */
 export function bridgeName(tag: string): string {
   return `${VM_NAME_PREFIX}${tag}`;
+}
+
+/** The lab's VLAN interface on its bridge: `svm<tag>v<vlan>` (at most 14 characters). */
+export function vlanLinkName(tag: string, vlan: number): string {
+  return `${VM_NAME_PREFIX}${tag}v${vlan}`;
 }
 
 /** The tap of a lab's i-th VM: `svm<tag>t<i>`. */

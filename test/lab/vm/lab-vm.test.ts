@@ -26,6 +26,8 @@ import { runCli, tempDir } from '../../helpers/cli.js';
 const NAME = 'svmtest';
 /** Controllers IPMI from here, computes Redfish from here + 100 (7230+: the VM lab's ports). */
 const BMC_PORT = 7230 + (process.pid % 60);
+/** Loopback port of the lab registry (deploy-vm-lab takes 17600-17699). */
+const REGISTRY_PORT = 17700 + (process.pid % 100);
 /** Kept across runs: a rebuild with nothing changed takes milliseconds. */
 const RAMDISK_DIR = join(tmpdir(), 'stackctl-svm-ramdisk');
 const TOOLS: Readonly<Record<string, string>> = {
@@ -100,6 +102,9 @@ describe('stackctl lab up --kind vm --nodes 2, nodes enroll + inspect, lab down 
     inventory,
     '--bmc-port',
     String(BMC_PORT),
+    // the lab's own registry: this machine pushes on loopback, the VMs pull on the bridge address
+    '--registry',
+    `127.0.0.1:${REGISTRY_PORT}`,
   ];
   let netnsBefore: string[] = [];
   const timings: string[] = [];
@@ -131,11 +136,17 @@ describe('stackctl lab up --kind vm --nodes 2, nodes enroll + inspect, lab down 
     expect(st.bridge).toBe(bridge);
     expect(Object.keys(st.taps).sort()).toEqual(['cmp-0', 'ctl-0']);
     expect(links().filter(mine).sort()).toEqual([bridge, ...Object.values(st.taps)].sort());
+    // this machine on the other lab networks too (flat subnets on the bridge): it reaches the nodes' services
+    expect(st.vlans).toBeUndefined();
+    // the registry answers on the bridge address, where the inventory tells the nodes to pull from
+    expect(readFileSync(inventory, 'utf8')).toContain('registry: 10.97.124.254:5000');
+    expect((await fetch('http://10.97.124.254:5000/v2/')).status).toBe(200);
     for (const tap of Object.values(st.taps))
       expect(sh(['ip', '-j', 'link', 'show', tap])).toContain(`"master":"${bridge}"`);
     const addrs = sh(['ip', 'addr', 'show', bridge]);
     expect(addrs).toContain('10.97.124.254/24');
     expect(addrs).toContain('fd0a:61:7c::1/64');
+    for (const a of ['10.97.120.254/24', '10.97.110.254/24', '10.97.150.254/24']) expect(addrs).toContain(a);
     if (rules().length) expect(rules()).toContain(`-A DOCKER-USER -i ${bridge} -o ${bridge} -j ACCEPT`);
     for (const node of ['ctl-0', 'cmp-0']) {
       const info = JSON.parse(sh(['qemu-img', 'info', '--output=json', join(labDir, 'vm', `${node}.qcow2`)])) as {
@@ -158,7 +169,7 @@ describe('stackctl lab up --kind vm --nodes 2, nodes enroll + inspect, lab down 
     expect(readFileSync(join(labDir, 'vm.json'), 'utf8')).not.toContain(password);
     expect(readFileSync(join(labDir, 'machines.json'), 'utf8')).not.toContain(password);
     expect(r.stdout + r.stderr).not.toContain(password);
-  }, 60_000);
+  }, 300_000);
 
   it('lab up again creates nothing, and restarts the BMC process when it died', async () => {
     const before = links().filter(mine).sort();
@@ -288,6 +299,7 @@ describe('stackctl lab up --kind vm --nodes 2, nodes enroll + inspect, lab down 
     timings.push(`lab down: ${((Date.now() - t0) / 1000).toFixed(1)} s`);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain('1 VM(s) stopped, 3 interface(s)');
+    expect(r.stdout).toContain(`registry stackctl-${NAME}-registry removed`);
     expect(links().filter(mine)).toEqual([]);
     expect(rules().filter((x) => x.includes(`svm${tag}`))).toEqual([]);
     expect(netns()).toEqual(netnsBefore);

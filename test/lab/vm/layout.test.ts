@@ -74,6 +74,28 @@ describe('VM lab layout', () => {
     expect(plan.nodes[2]!.runDir).toBe('/srv/lab.lab/vm/cmp-1');
   });
 
+  it('puts this machine on the other lab networks: VLAN interfaces for tagged ones, the bridge for the others', () => {
+    const tag = labTag('/srv/lab.yaml');
+    const plan = planVmLab(
+      {
+        inventoryFile: '/srv/lab.yaml',
+        name: 'lab',
+        provisioning: { cidr: '10.97.124.0/24', gateway: '10.97.124.254' },
+        networks: [
+          { name: 'internal_api', cidr: '10.97.120.0/24', vlan: 20 },
+          { name: 'external', cidr: '10.97.110.0/24', gateway: '10.97.110.254' },
+        ],
+        nodes: [],
+      },
+      empty(),
+    );
+    expect(plan.networks).toEqual([
+      { name: 'internal_api', cidr: '10.97.120.0/24', link: `svm${tag}v20`, vlan: 20, hostCidr: '10.97.120.254/24' },
+      { name: 'external', cidr: '10.97.110.0/24', link: `svm${tag}`, hostCidr: '10.97.110.254/24' },
+    ]);
+    expect(`svm${tag}v4094`.length).toBeLessThanOrEqual(15);
+  });
+
   it('writes inventories that stackctl accepts: --nodes N and every topology', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'stackctl-svm-inv-'));
     for (const [file, opts] of [
