@@ -14,6 +14,7 @@ import { registerRamdisk } from './ramdisk.js';
 import { registerSchema } from './schema.js';
 import { registerSecrets } from './secrets.js';
 import { registerStatus } from './status.js';
+import { registerTempest } from './tempest.js';
 import { registerUpgrade } from './upgrade.js';
 
 /** Build the command tree; exported for tests. */
@@ -35,6 +36,7 @@ export function buildProgram(): Command {
   registerUpgrade(program);
   registerOpenrc(program);
   registerStatus(program);
+  registerTempest(program);
   registerPxe(program);
   registerLabUp(registerLab(program));
   return program;
