@@ -387,7 +387,9 @@ export async function labDown(
     report.registryRemoved = true;
     log(`registry ${st.registryStarted} removed (this lab started it)`);
   } else {
-    for (const n of nets) await engine.disconnect(n.name, registry);
+    // A shared registry this lab attached (or meant to: a failed `lab up` may not have got that far).
+    const c = await engine.container(registry);
+    for (const n of nets) if (c && c.addresses[n.name] !== undefined) await engine.disconnect(n.name, registry);
   }
   for (const n of nets) {
     await engine.removeNetwork(n.name);
