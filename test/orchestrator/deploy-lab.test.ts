@@ -623,6 +623,8 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
 
   describe('the whole cloud: the compute tier on top', () => {
     let openrc = '';
+    // cmp-0 was powered off and on by the tests above: its cached SSH connection is dead.
+    beforeAll(() => lab.reconnect());
     /** `openstack ...` on the deploy host with the admin openrc; JSON output parsed. */
     const os = <T>(args: string): T => JSON.parse(clientWithOpenrc(openrc, `${args} -f json`)) as T;
 

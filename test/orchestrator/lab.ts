@@ -114,6 +114,16 @@ export function deployLab(name: string, prefix: string, offset: number, options:
         expect(ready, `${node}: its dockerd did not answer within 60 s`).toBe(true);
       }
     },
+    /**
+     * Drop the cached SSH connections and open a fresh pool: after a node was powered off and on,
+     * its old connection is dead and a call over it would wait for the keep-alive to notice.
+     */
+    async reconnect(): Promise<void> {
+      for (const r of remotes.values()) await r.close().catch(() => undefined);
+      remotes.clear();
+      await pool?.close().catch(() => undefined);
+      pool = openPool(inventoryOf());
+    },
     async down(): Promise<void> {
       for (const r of remotes.values()) await r.close().catch(() => undefined);
       remotes.clear();
