@@ -66,6 +66,7 @@ export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps
     ...(o.steps ? { steps: parseSteps(o.steps) } : {}),
   });
 
+  const secret = (name: string) => all.secrets?.services.get(name);
   // nodes not yet active are provisioned first (a dry run lists them: their hosts cannot be looked into yet)
   const unprovisioned = await provisionBeforeDeploy({ opts: o, all, concurrency, ...deps });
   const unprovisionedNodes = unprovisioned.map((p) => p.node);
@@ -90,10 +91,7 @@ export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps
   const t0 = Date.now();
   try {
     if (o.dryRun) {
-      const rows = await predict(withoutNodes(deployPlan, unprovisionedNodes), {
-        connect,
-        secret: (name) => all.secrets?.services.get(name),
-      });
+      const rows = await predict(withoutNodes(deployPlan, unprovisionedNodes), { connect, secret });
       if (o.json) for (const r of rows) deps.write(JSON.stringify(r) + '\n');
       else {
         deps.write(
@@ -132,7 +130,7 @@ export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps
       : async (tasks, n) => runWithProgress(tasks, n, false);
     const report = await executeDeploy(
       deployPlan,
-      { connect, rendered, journal, emit, runner, secret: (name) => all.secrets?.services.get(name) },
+      { connect, rendered, journal, emit, runner, secret },
       { concurrency, failureBudgetPercent: budget },
     );
     if (o.json) deps.write(JSON.stringify({ kind: 'deploy.report', ...report }) + '\n');

@@ -13,7 +13,7 @@
  * - Run-once work (databases, bootstrap tasks) runs after the step's node
  *   work on the service's bootstrap node, once per input hash.
  */
-import { RemoteError, StackctlError, TimeoutError } from '../core/errors.js';
+import { RemoteError, StackctlError, TimeoutError, messageOf } from '../core/errors.js';
 import type { StackctlEvent } from '../core/events.js';
 import { mapLimit } from '../core/concurrency.js';
 import type { Secret } from '../core/secret.js';
@@ -160,8 +160,16 @@ export async function observe(access: NodeAccess, work: NodeWork): Promise<Obser
 
 /** The hash a run-once work records when done (a registration's includes its password's digest). */
 function workHash(w: RunOnceWork, secret: ExecutorDeps['secret']): string {
-  return w.kind === 'register' || w.kind === 'resources' ? identityHash(w, (n) => secret?.(n)) : w.hash;
+  return w.kind === 'register' ? identityHash(w, (n) => secret?.(n)) : w.hash;
 }
+
+/** The journal's effect kind of each kind of run-once work. */
+const WORK_EFFECT: Readonly<Record<RunOnceWork['kind'], EffectKind>> = {
+  task: EffectKind.TASK,
+  database: EffectKind.DATABASE,
+  register: EffectKind.REGISTER,
+  resources: EffectKind.REGISTER,
+};
 
 /** The input hash recorded on the node for run-once work, if any. */
 async function markerOf(access: NodeAccess, w: RunOnceWork): Promise<string | undefined> {
@@ -328,7 +336,7 @@ export async function executeDeploy(
     for (;;) {
       const r = await access.docker
         .exec(w.name, ['curl', '-s', '-o', '/dev/null', '-m', '5', '-w', '%{http_code}', url], { timeoutMs: 10_000 })
-        .catch((e: unknown) => ({ code: -1, stdout: '', stderr: e instanceof Error ? e.message : String(e) }));
+        .catch((e: unknown) => ({ code: -1, stdout: '', stderr: messageOf(e) }));
       last = r.stdout.trim() || r.stderr.trim();
       const status = Number(r.stdout.trim());
       if (status >= 100 && status < 500) return;
@@ -529,12 +537,7 @@ export async function executeDeploy(
     const access = deps.connect(w.node);
     const hash = workHash(w, deps.secret);
     const e: Effect = {
-      kind: {
-        task: EffectKind.TASK,
-        database: EffectKind.DATABASE,
-        register: EffectKind.REGISTER,
-        resources: EffectKind.REGISTER,
-      }[w.kind],
+      kind: WORK_EFFECT[w.kind],
       node: w.node,
       target: `${w.service}/${w.name}`,
       hash,

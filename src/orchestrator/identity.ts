@@ -28,9 +28,11 @@ export interface IdentityAction {
   readonly detail?: string;
 }
 
-/** The run-once hash of identity work: a register's includes its password's digest. */
-export function identityHash(w: IdentityWork, secret: (name: string) => Secret | undefined): string {
-  if (w.kind !== 'register') return w.hash;
+/** The run-once hash of a registration: its inputs' and its password's digest. */
+export function identityHash(
+  w: Extract<RunOnceWork, { kind: 'register' }>,
+  secret: (name: string) => Secret | undefined,
+): string {
   const pw = secret(w.passwordSecret);
   return pw ? sha256(`${w.hash}\n${sha256(pw.reveal())}`) : w.hash;
 }

@@ -133,21 +133,20 @@ const key = (service: string): string => service.replace(/-/g, '_');
 export function orderByRequires(services: readonly Service[]): Service[] {
   const byName = new Map(services.map((s) => [s.name, s]));
   const depth = new Map<string, number>();
-  const depthOf = (s: Service, seen: Set<string>): number => {
-    const known = depth.get(s.name);
-    if (known !== undefined) return known;
-    let d = 0;
+  const depthOf = (s: Service, visiting: ReadonlySet<string>): number => {
+    let d = depth.get(s.name);
+    if (d !== undefined) return d;
+    d = 0;
     for (const r of s.requires ?? []) {
       const dep = byName.get(r);
-      if (!dep || dep.step !== s.step || seen.has(r)) continue;
-      d = Math.max(d, depthOf(dep, new Set([...seen, r])) + 1);
+      if (dep && dep.step === s.step && !visiting.has(r)) d = Math.max(d, depthOf(dep, new Set([...visiting, r])) + 1);
     }
     depth.set(s.name, d);
     return d;
   };
+  for (const s of services) depthOf(s, new Set([s.name]));
   return [...services].sort(
-    (a, b) =>
-      a.step - b.step || depthOf(a, new Set([a.name])) - depthOf(b, new Set([b.name])) || a.name.localeCompare(b.name),
+    (a, b) => a.step - b.step || depth.get(a.name)! - depth.get(b.name)! || a.name.localeCompare(b.name),
   );
 }
 

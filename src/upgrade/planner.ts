@@ -143,14 +143,18 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
     );
   }
 
+  // What every outcome of the plan says about the move itself.
+  const header = {
+    cloud: inv.cloud.name,
+    kind,
+    from: summary(current),
+    to: summary(target),
+    releasesAhead: toOrd - fromOrd,
+    options: optionSummary(opts, pauseAt),
+  };
   if (changed.length === 0) {
     return {
-      cloud: inv.cloud.name,
-      kind,
-      from: summary(current),
-      to: summary(target),
-      releasesAhead: toOrd - fromOrd,
-      options: optionSummary(opts, pauseAt),
+      ...header,
       changes: [],
       unchanged,
       phases: [],
@@ -431,12 +435,7 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
     phase: phaseOf.get(s)!,
   }));
   return {
-    cloud: inv.cloud.name,
-    kind,
-    from: summary(current),
-    to: summary(target),
-    releasesAhead: toOrd - fromOrd,
-    options: optionSummary(opts, pauseAt),
+    ...header,
     changes,
     unchanged,
     phases,

@@ -24,23 +24,12 @@ import type { StatusReport } from '../../src/status/model.js';
 import { STATUS_EXIT } from '../../src/status/verdict.js';
 import { runCli, tempDir } from '../helpers/cli.js';
 import { release } from '../images/fixture.js';
-import { deployLab, root } from './lab.js';
+import { CLOUD_IMAGES, deployLab, root } from './lab.js';
 
 const lab = deployLab('deployid', '10.88', 900);
 const P = lab.prefix;
 const SERVICES = 'haproxy,keepalived,mariadb,memcached,keystone';
 const IMAGES = ['haproxy', 'keepalived', 'mariadb', 'memcached', 'keystone'];
-/** The rest of the cloud, deployed by the last tests: the compute tier. */
-const COMPUTE_IMAGES = [
-  'rabbitmq',
-  'glance-api',
-  'placement-api',
-  'neutron-server',
-  'nova-api',
-  'nova-conductor',
-  'nova-scheduler',
-  'nova-compute',
-];
 /** The containers the identity tier puts on ctl-0: one per image, plus MariaDB's Galera health responder for HAProxy. */
 const CONTAINERS = [...IMAGES, 'mariadb_clustercheck'];
 const CTL_INTERNAL_API = `${P}.20.10`;
@@ -169,7 +158,7 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
     lab.ctl().docker.inspectContainer(name);
   const journal = (): JournalRecord[] => lab.journal();
 
-  beforeAll(() => lab.up([...IMAGES, ...COMPUTE_IMAGES]), 1_800_000);
+  beforeAll(() => lab.up(CLOUD_IMAGES), 1_800_000);
   afterAll(async () => {
     for (const d of temps) rmSync(d, { recursive: true, force: true });
     await lab.down();

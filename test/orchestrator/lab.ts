@@ -30,6 +30,23 @@ export async function quiet<T>(f: () => Promise<T>): Promise<T> {
   }
 }
 
+/** Every image of the release the whole cloud runs, for `lab.up()` of a whole-cloud test. */
+export const CLOUD_IMAGES = [
+  'haproxy',
+  'keepalived',
+  'mariadb',
+  'memcached',
+  'rabbitmq',
+  'keystone',
+  'glance-api',
+  'placement-api',
+  'neutron-server',
+  'nova-api',
+  'nova-conductor',
+  'nova-scheduler',
+  'nova-compute',
+] as const;
+
 /** Optional choices of a deploy test lab. */
 export interface DeployLabOptions {
   /** Lab topology preset (default 1ctl-1comp). */

@@ -12,25 +12,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runTempest } from '../../src/cli/tempest.js';
 import { EXCLUDED } from '../../src/tempest/selection.js';
 import { runCli, tempDir } from '../helpers/cli.js';
-import { deployLab } from '../orchestrator/lab.js';
+import { CLOUD_IMAGES, deployLab } from '../orchestrator/lab.js';
 
 const lab = deployLab('tempest', '10.82', 500);
-/** Every image of the release the whole cloud runs (deploy-lab.test.ts: IMAGES + COMPUTE_IMAGES). */
-const IMAGES = [
-  'haproxy',
-  'keepalived',
-  'mariadb',
-  'memcached',
-  'keystone',
-  'rabbitmq',
-  'glance-api',
-  'placement-api',
-  'neutron-server',
-  'nova-api',
-  'nova-conductor',
-  'nova-scheduler',
-  'nova-compute',
-];
 
 /** True when `command` is on the PATH. */
 const have = (command: string): boolean => {
@@ -68,7 +52,7 @@ describe('Tempest smoke tests against the lab cloud', () => {
 
   beforeAll(async () => {
     ensureTempest();
-    await lab.up(IMAGES);
+    await lab.up(CLOUD_IMAGES);
     const t0 = Date.now();
     // One deploy: within a step services start after those they require (Placement before Nova).
     const { report, text } = await lab.deploy();

@@ -13,21 +13,10 @@ import type { Remote } from '../../../src/remote/index.js';
 import { imageRef } from '../../../src/roles/release.js';
 import { runCli } from '../../helpers/cli.js';
 import { release } from '../../images/fixture.js';
-import { deployLab } from '../lab.js';
+import { CLOUD_IMAGES, deployLab } from '../lab.js';
 
 const lab = deployLab('ha', '10.94', 900, { topology: '3ctl-2comp', registryPort: 15001, bmcPort: 16230 });
 const SERVICES = 'haproxy,keepalived,mariadb,rabbitmq,memcached,keystone';
-const IMAGES = ['haproxy', 'keepalived', 'mariadb', 'rabbitmq', 'memcached', 'keystone'];
-/** The compute tier, deployed on top before the failover. */
-const COMPUTE_IMAGES = [
-  'glance-api',
-  'placement-api',
-  'neutron-server',
-  'nova-api',
-  'nova-conductor',
-  'nova-scheduler',
-  'nova-compute',
-];
 const CLIENT_IMAGE = imageRef(release, 'openstack-base')!;
 const CONTROLLERS = ['ctl-0', 'ctl-1', 'ctl-2'];
 const VIP = `${lab.prefix}.20.250`;
@@ -146,10 +135,10 @@ async function haproxyServers(node: string, proxy: string): Promise<Record<strin
 
 describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () => {
   beforeAll(async () => {
-    await lab.up([...IMAGES, ...COMPUTE_IMAGES]);
+    await lab.up(CLOUD_IMAGES);
     timings.push(
       ['lab up (3ctl-2comp)', lab.timings.labUpS],
-      [`image push (${IMAGES.length + COMPUTE_IMAGES.length} images)`, lab.timings.pushS],
+      [`image push (${CLOUD_IMAGES.length} images)`, lab.timings.pushS],
     );
   }, 900_000);
   afterAll(async () => {
