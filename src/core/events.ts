@@ -87,6 +87,36 @@ export type StackctlEvent =
       readonly ms: number;
       /** Why it failed (code: message); empty when ok. Never a secret. */
       readonly reason: string;
+    }
+  | {
+      /** An upgrade phase started, ended, was skipped (done by an earlier run) or paused before. */
+      readonly kind: 'upgrade.phase';
+      readonly phase: string;
+      readonly title: string;
+      readonly state: 'start' | 'done' | 'failed' | 'skipped' | 'paused';
+      readonly ms: number;
+    }
+  | {
+      /** One action of an upgrade step: its outcome and a short detail. */
+      readonly kind: 'upgrade.action';
+      readonly phase: string;
+      /** The action's kind (swap, drain, migrate, check-galera, hook...). */
+      readonly action: string;
+      /** Node, service or hook it concerned. */
+      readonly subject: string;
+      readonly state: 'done' | 'failed' | 'skipped';
+      readonly detail: string;
+      readonly ms: number;
+    }
+  | {
+      /** One instance moved (or not) by the evacuation hook. */
+      readonly kind: 'upgrade.migration';
+      readonly server: string;
+      readonly from: string;
+      /** The destination host; empty when it did not move. */
+      readonly to: string;
+      readonly state: 'started' | 'completed' | 'failed' | 'timeout';
+      readonly ms: number;
     };
 
 export type EventKind = StackctlEvent['kind'];
@@ -119,6 +149,14 @@ export const EVENT_FORMAT: { readonly [K in EventKind]: (e: Extract<StackctlEven
   'provision.done': (e) =>
     `${e.node}: ${e.action} ${e.ok ? 'done' : `failed: ${e.reason}`} in ${(e.ms / 1000).toFixed(1)} s, ` +
     `${(e.bytes / 1048576).toFixed(1)} MiB served`,
+  'upgrade.phase': (e) =>
+    `${e.phase} (${e.title}): ${e.state}` +
+    (e.state === 'done' || e.state === 'failed' ? ` in ${(e.ms / 1000).toFixed(1)} s` : ''),
+  'upgrade.action': (e) =>
+    `${e.phase} ${e.action} ${e.subject}: ${e.state}${e.detail ? ` (${e.detail})` : ''}` +
+    (e.ms ? ` ${(e.ms / 1000).toFixed(1)} s` : ''),
+  'upgrade.migration': (e) =>
+    `server ${e.server} ${e.from} -> ${e.to || '?'}: ${e.state}` + (e.ms ? ` ${(e.ms / 1000).toFixed(1)} s` : ''),
 };
 
 /** Format any event. */
