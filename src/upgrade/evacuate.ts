@@ -1,0 +1,313 @@
+/**
+ * The built-in hooks of a compute batch (docs/upgrade-hooks.md):
+ * `nova-evacuate` disables nova-compute on the batch's hosts, refuses before
+ * the first migration when the other hosts cannot hold the instances,
+ * live-migrates them (a few at a time, each within a deadline) and verifies
+ * the hosts are empty; `nova-enable` re-enables nova-compute afterwards.
+ * Everything goes through the OpenStack client of the upgrade context.
+ *
+ * The destination is left to the scheduler (no `--host`): it skips the
+ * disabled hosts of the batch, honours server groups (anti-affinity) and
+ * claims resources in placement, which a forced host would bypass.
+ */
+import { mapLimit } from '../core/concurrency.js';
+import { RemoteError, StackctlError, messageOf } from '../core/errors.js';
+import type { UpgradeContext } from './context.js';
+import {
+  CAPACITY_DEFAULTS,
+  EvacuationCapacity,
+  demandsOf,
+  evacuationCapacity,
+  instancesOn,
+  receivingHosts,
+  type Resources,
+  type ServerRow,
+} from './prechecks.js';
+
+/** The knobs of the evacuation. */
+export interface EvacuationSettings {
+  readonly concurrency: number;
+  readonly timeoutMs: number;
+  readonly pollMs: number;
+  readonly disableReason: string;
+  readonly binary: string;
+  readonly liveMigrationMicroversion: string;
+  readonly movableStates: readonly string[];
+  readonly allocationRatio: Resources;
+}
+
+/** Every knob of the evacuation, with its default. */
+export const EVACUATION_DEFAULTS: EvacuationSettings = {
+  /** Live migrations in flight at once (each copies an instance's memory over the network). */
+  concurrency: 2,
+  /** Deadline of one instance's live migration, from the request to ACTIVE on another host. */
+  timeoutMs: 300_000,
+  /** Interval between two `server show` of a migrating instance. */
+  pollMs: 5_000,
+  /** The reason `compute service list --long` shows on the disabled hosts. */
+  disableReason: 'stackctl upgrade',
+  /** The compute service disabled and enabled. */
+  binary: 'nova-compute',
+  /** 2.25+ lets Nova choose block or shared-storage migration (block_migration=auto); 2.30 is the brief's floor. */
+  liveMigrationMicroversion: '2.30',
+  /** Instance states that are live-migrated; the others stay on their host. */
+  movableStates: CAPACITY_DEFAULTS.movableStates,
+  /** Allocation ratios of the capacity check. */
+  allocationRatio: CAPACITY_DEFAULTS.allocationRatio,
+};
+
+/** Overrides of EVACUATION_DEFAULTS. */
+export type EvacuationOptions = Partial<EvacuationSettings>;
+
+/** The client commands (argv after `openstack`). */
+export const EVACUATION_COMMANDS = {
+  disable: (host: string, reason: string, binary: string) => [
+    'compute',
+    'service',
+    'set',
+    '--disable',
+    '--disable-reason',
+    reason,
+    host,
+    binary,
+  ],
+  enable: (host: string, binary: string) => ['compute', 'service', 'set', '--enable', host, binary],
+  liveMigrate: (server: string, microversion: string) => [
+    '--os-compute-api-version',
+    microversion,
+    'server',
+    'migrate',
+    '--live-migration',
+    server,
+  ],
+  show: (server: string) => ['server', 'show', server, '-f', 'json'],
+} as const;
+
+/** A server as `server show` gives it while it migrates. */
+export interface ServerState {
+  readonly status: string;
+  readonly host: string;
+  /** Nova's task state (`migrating`), empty when none. */
+  readonly taskState: string;
+}
+
+/** Parse `openstack server show -f json`. */
+export function parseServerShow(text: string): ServerState {
+  const j = JSON.parse(text) as Record<string, unknown>;
+  const s = (...names: string[]): string => {
+    for (const n of names) if (j[n] !== undefined && j[n] !== null) return String(j[n]);
+    return '';
+  };
+  return {
+    status: s('status', 'Status'),
+    host: s('OS-EXT-SRV-ATTR:host', 'compute_host', 'host'),
+    taskState: s('OS-EXT-STS:task_state', 'task_state'),
+  };
+}
+
+/** What happened to one instance. */
+export interface MigrationOutcome {
+  readonly server: ServerRow;
+  readonly state: 'completed' | 'failed' | 'timeout';
+  readonly to?: string;
+  readonly reason?: string;
+}
+
+/** One instance: request the live migration, poll until ACTIVE elsewhere, failed, or past the deadline. */
+export async function migrateServer(
+  server: ServerRow,
+  ctx: UpgradeContext,
+  o: EvacuationSettings = EVACUATION_DEFAULTS,
+): Promise<MigrationOutcome> {
+  const t0 = ctx.now();
+  const label = server.name || server.id;
+  const emit = (state: 'started' | 'completed' | 'failed' | 'timeout', to = ''): void =>
+    ctx.emit({ kind: 'upgrade.migration', server: label, from: server.host, to, state, ms: ctx.now() - t0 });
+  if (ctx.signal?.aborted) return { server, state: 'failed', reason: 'interrupted before its migration was requested' };
+  emit('started');
+  try {
+    await ctx.cloud.openstack(EVACUATION_COMMANDS.liveMigrate(server.id, o.liveMigrationMicroversion));
+  } catch (err) {
+    emit('failed');
+    return { server, state: 'failed', reason: `live migration refused: ${messageOf(err)}` };
+  }
+  let last = 'no answer yet';
+  for (;;) {
+    if (ctx.signal?.aborted) {
+      emit('failed');
+      return { server, state: 'failed', reason: `interrupted while migrating (${last})` };
+    }
+    await ctx.sleep(o.pollMs);
+    try {
+      const s = parseServerShow(await ctx.cloud.openstack(EVACUATION_COMMANDS.show(server.id)));
+      last = `${s.status}${s.taskState ? `/${s.taskState}` : ''} on ${s.host || '?'}`;
+      if (s.status === 'ERROR') {
+        emit('failed');
+        return { server, state: 'failed', reason: `instance went to ERROR on ${s.host || '?'}` };
+      }
+      if (!s.taskState && s.status !== 'MIGRATING') {
+        if (s.host && s.host !== server.host) {
+          emit('completed', s.host);
+          return { server, state: 'completed', to: s.host };
+        }
+        // Nova rolls a failed live migration back: the instance is ACTIVE on its source again.
+        emit('failed');
+        return {
+          server,
+          state: 'failed',
+          reason: `live migration did not move it (${last}; see openstack server migration list --server ${server.id})`,
+        };
+      }
+    } catch (err) {
+      // NOTE: a controller restarting during the batch may refuse one poll; the deadline decides.
+      last = `server show failed: ${messageOf(err)}`;
+    }
+    if (ctx.now() - t0 >= o.timeoutMs) {
+      emit('timeout');
+      return { server, state: 'timeout', reason: `still ${last} after ${Math.round(o.timeoutMs / 1000)} s` };
+    }
+  }
+}
+
+async function setEnabled(
+  ctx: UpgradeContext,
+  hosts: readonly string[],
+  o: EvacuationSettings,
+): Promise<{ host: string; error: string }[]> {
+  const failed: { host: string; error: string }[] = [];
+  for (const host of hosts) {
+    try {
+      await ctx.cloud.openstack(EVACUATION_COMMANDS.enable(host, o.binary));
+    } catch (err) {
+      failed.push({ host, error: messageOf(err) });
+    }
+  }
+  return failed;
+}
+
+/** A host that could not be emptied: it must not be upgraded. */
+export interface HostNotEmpty {
+  readonly host: string;
+  /** Instances still on it (name or ID). */
+  readonly instances: readonly string[];
+  /** Why each of them stayed. */
+  readonly reasons: readonly string[];
+}
+
+/**
+ * Thrown when some hosts still hold running instances after the migrations:
+ * `details.hosts` lists them (the runner leaves them out of the batch),
+ * `details.emptied` the hosts that may go on. The hosts not emptied have
+ * nova-compute enabled again: they keep serving on the current release.
+ */
+export class EvacuationFailed extends RemoteError {
+  readonly hosts: readonly HostNotEmpty[];
+  readonly emptied: readonly string[];
+  constructor(hosts: readonly HostNotEmpty[], emptied: readonly string[], reenableFailed: readonly string[]) {
+    super(
+      'E_EVACUATION_FAILED',
+      `could not empty ${hosts.map((h) => h.host).join(', ')}: ` +
+        hosts.map((h) => `${h.host} still holds ${h.instances.join(', ')} (${h.reasons.join('; ')})`).join('; '),
+      {
+        hint:
+          'These hosts are left on the current release and nova-compute is enabled on them again' +
+          (reenableFailed.length ? ` (except ${reenableFailed.join(', ')}: enable it by hand)` : '') +
+          '. See openstack server migration list for the reason, fix it, then run the upgrade again.',
+        details: { hosts, emptied, reenableFailed },
+      },
+    );
+    this.hosts = hosts;
+    this.emptied = emptied;
+  }
+}
+
+/**
+ * The `nova-evacuate` hook for a batch's hosts. Re-entrant: a host already
+ * disabled and empty is disabled again and has nothing to move.
+ */
+export async function novaEvacuate(
+  hosts: readonly string[],
+  ctx: UpgradeContext,
+  opts: EvacuationOptions = {},
+): Promise<string> {
+  const o = { ...EVACUATION_DEFAULTS, ...opts };
+  const t0 = ctx.now();
+  const disabled: string[] = [];
+  let movable: ServerRow[];
+  let staying: ServerRow[];
+  try {
+    for (const host of hosts) {
+      await ctx.cloud.openstack(EVACUATION_COMMANDS.disable(host, o.disableReason, o.binary));
+      disabled.push(host);
+    }
+    ({ movable, staying } = await instancesOn(ctx.cloud, hosts, o.movableStates));
+    if (movable.length) {
+      const demands = await demandsOf(ctx.cloud, movable);
+      const receivers = await receivingHosts(ctx.cloud, hosts, o.allocationRatio);
+      const verdict = evacuationCapacity(demands, receivers);
+      if (!verdict.fits) throw new EvacuationCapacity(hosts, verdict, receivers);
+    }
+  } catch (err) {
+    // Refused before the first migration: leave the hosts as they were.
+    const failed = await setEnabled(ctx, disabled, o);
+    if (failed.length && err instanceof StackctlError) {
+      throw new StackctlError(err.code, err.message, {
+        hint: `${err.hint ?? ''} nova-compute could not be enabled again on ${failed.map((f) => f.host).join(', ')}: enable it by hand.`.trim(),
+        cause: err,
+        exitCode: err.exitCode,
+        details: { ...err.details, reenableFailed: failed },
+      });
+    }
+    throw err;
+  }
+
+  const outcomes = await mapLimit(movable, o.concurrency, (s) => migrateServer(s, ctx, o));
+  const left = (await instancesOn(ctx.cloud, hosts, o.movableStates)).movable;
+  const notEmpty: HostNotEmpty[] = [];
+  for (const host of hosts) {
+    const still = left.filter((s) => s.host === host);
+    const failures = outcomes.filter((x) => x.server.host === host && x.state !== 'completed');
+    if (!still.length && !failures.length) continue;
+    const names = [...new Set([...still, ...failures.map((f) => f.server)].map((s) => s.name || s.id))];
+    const reasons = failures.map((f) => `${f.server.name || f.server.id}: ${f.state}: ${f.reason ?? ''}`);
+    if (!failures.length) reasons.push('still listed on the host after the migrations');
+    notEmpty.push({ host, instances: names, reasons });
+  }
+  if (notEmpty.length) {
+    const failed = await setEnabled(
+      ctx,
+      notEmpty.map((h) => h.host),
+      o,
+    );
+    const bad = new Set(notEmpty.map((h) => h.host));
+    throw new EvacuationFailed(
+      notEmpty,
+      hosts.filter((h) => !bad.has(h)),
+      failed.map((f) => f.host),
+    );
+  }
+  const secs = ((ctx.now() - t0) / 1000).toFixed(0);
+  const stays = staying.length ? `; ${staying.length} instance(s) not running stay in place` : '';
+  return `${hosts.join(', ')}: nova-compute disabled, ${outcomes.length} instance(s) live-migrated in ${secs} s${stays}`;
+}
+
+/** The `nova-enable` hook: nova-compute enabled again on the batch's hosts. */
+export async function novaEnable(
+  hosts: readonly string[],
+  ctx: UpgradeContext,
+  opts: EvacuationOptions = {},
+): Promise<string> {
+  const o = { ...EVACUATION_DEFAULTS, ...opts };
+  const failed = await setEnabled(ctx, hosts, o);
+  if (failed.length) {
+    throw new RemoteError(
+      'E_NOVA_ENABLE',
+      `could not enable ${o.binary} on ${failed.map((f) => `${f.host} (${f.error})`).join('; ')}`,
+      {
+        hint: `Enable it by hand: openstack compute service set --enable HOST ${o.binary}. The host receives no new instance until then.`,
+        details: { hosts: failed.map((f) => f.host) },
+      },
+    );
+  }
+  return `${o.binary} enabled on ${hosts.join(', ')}`;
+}

@@ -1,0 +1,186 @@
+/**
+ * The nova-evacuate and nova-enable hooks against a fake Nova: hosts
+ * disabled first, capacity refused before any migration (and the hosts
+ * enabled again), migrations a few at a time, each watched to ACTIVE on
+ * another host, and the hosts that could not be emptied named for the
+ * runner.
+ */
+import { describe, expect, it } from 'vitest';
+import { StackctlError } from '../../src/core/errors.js';
+import type { StackctlEvent } from '../../src/core/events.js';
+import { EVACUATION_DEFAULTS, EvacuationFailed, novaEnable, novaEvacuate } from '../../src/upgrade/evacuate.js';
+import { FakeNova, fakeContext, type FakeHost, type FakeServer } from './fake-nova.js';
+
+const FLAVORS = [
+  { id: 'f-small', name: 'm1.small', vcpus: 1, ram: 2048, disk: 20 },
+  { id: 'f-large', name: 'm1.large', vcpus: 4, ram: 8192, disk: 80 },
+];
+const host = (name: string, over: Partial<FakeHost> = {}): FakeHost => ({
+  host: name,
+  status: 'enabled',
+  state: 'up',
+  vcpus: 8,
+  memoryMb: 16384,
+  diskGb: 500,
+  ...over,
+});
+const server = (id: string, on: string, over: Partial<FakeServer> = {}): FakeServer => ({
+  id,
+  name: `vm-${id}`,
+  status: 'ACTIVE',
+  host: on,
+  flavor: 'f-small',
+  ...over,
+});
+const migrations = (events: readonly StackctlEvent[]) =>
+  events.flatMap((e) => (e.kind === 'upgrade.migration' ? [`${e.server} ${e.state} ${e.from}->${e.to}`] : []));
+const rejection = async (p: Promise<unknown>): Promise<StackctlError> => {
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(StackctlError);
+  return err as StackctlError;
+};
+
+describe('novaEvacuate', () => {
+  it('disables the batch, live-migrates its running instances two at a time and leaves the hosts empty', async () => {
+    const nova = new FakeNova([host('cmp-0'), host('cmp-1'), host('cmp-2')], FLAVORS, [
+      server('a', 'cmp-0', { polls: 3 }),
+      server('b', 'cmp-0', { polls: 2 }),
+      server('c', 'cmp-0'),
+      server('d', 'cmp-0', { status: 'SHUTOFF' }),
+      server('e', 'cmp-1'),
+    ]);
+    const ctx = fakeContext({ cloud: nova });
+    const detail = await novaEvacuate(['cmp-0'], ctx);
+    expect(detail).toMatch(/cmp-0: nova-compute disabled, 3 instance\(s\) live-migrated/);
+    expect(detail).toMatch(/1 instance\(s\) not running stay/);
+    // The first command disables the host, before anything moves.
+    expect(nova.calls[0]).toEqual([
+      'compute',
+      'service',
+      'set',
+      '--disable',
+      '--disable-reason',
+      'stackctl upgrade',
+      'cmp-0',
+      'nova-compute',
+    ]);
+    expect(nova.hosts[0]!.status).toBe('disabled');
+    expect(nova.maxInFlight).toBe(EVACUATION_DEFAULTS.concurrency);
+    expect(nova.servers.filter((s) => s.host === 'cmp-0').map((s) => s.id)).toEqual(['d']);
+    // The scheduler chooses: no --host, microversion 2.30.
+    const live = nova.calls.filter((c) => c.includes('--live-migration'));
+    expect(live).toHaveLength(3);
+    for (const c of live) expect(c.slice(0, 2)).toEqual(['--os-compute-api-version', '2.30']);
+    expect(live.flat()).not.toContain('--host');
+    expect(migrations(ctx.events).sort()).toEqual([
+      'vm-a completed cmp-0->cmp-1',
+      'vm-a started cmp-0->',
+      'vm-b completed cmp-0->cmp-1',
+      'vm-b started cmp-0->',
+      'vm-c completed cmp-0->cmp-1',
+      'vm-c started cmp-0->',
+    ]);
+  });
+
+  it('refuses before the first migration when the other hosts cannot hold the instances, and enables the batch again', async () => {
+    const nova = new FakeNova([host('cmp-0'), host('cmp-1', { memoryMb: 4096 })], FLAVORS, [
+      server('a', 'cmp-0', { flavor: 'f-large' }),
+    ]);
+    const ctx = fakeContext({ cloud: nova });
+    const err = await rejection(novaEvacuate(['cmp-0'], ctx));
+    expect(err.code).toBe('E_EVACUATION_CAPACITY');
+    expect(err.message).toMatch(/MiB memory/);
+    expect(nova.calls.some((c) => c.includes('migrate'))).toBe(false);
+    expect(nova.hosts[0]!.status).toBe('enabled');
+    expect(migrations(ctx.events)).toEqual([]);
+  });
+
+  it('names the hosts it could not empty (rolled back, timed out) for the runner, and enables them again', async () => {
+    const nova = new FakeNova([host('cmp-0'), host('cmp-1'), host('cmp-2'), host('cmp-3')], FLAVORS, [
+      server('a', 'cmp-0', { migration: 'rolls-back' }),
+      server('b', 'cmp-1', { migration: 'hangs' }),
+      server('c', 'cmp-2'),
+    ]);
+    const ctx = fakeContext({ cloud: nova });
+    const err = await rejection(novaEvacuate(['cmp-0', 'cmp-1', 'cmp-2'], ctx, { timeoutMs: 60_000, pollMs: 10_000 }));
+    expect(err).toBeInstanceOf(EvacuationFailed);
+    expect(err.code).toBe('E_EVACUATION_FAILED');
+    const hosts = err.details.hosts as { host: string; instances: string[]; reasons: string[] }[];
+    expect(hosts.map((h) => [h.host, h.instances])).toEqual([
+      ['cmp-0', ['vm-a']],
+      ['cmp-1', ['vm-b']],
+    ]);
+    expect(hosts[0]!.reasons.join()).toMatch(/did not move it/);
+    expect(hosts[1]!.reasons.join()).toMatch(/timeout: still MIGRATING\/migrating on cmp-1 after 60 s/);
+    expect(err.details.emptied).toEqual(['cmp-2']);
+    // Left on the current release, serving again; the emptied host stays disabled for its upgrade.
+    expect(nova.hosts.map((h) => `${h.host}:${h.status}`)).toEqual([
+      'cmp-0:enabled',
+      'cmp-1:enabled',
+      'cmp-2:disabled',
+      'cmp-3:enabled',
+    ]);
+    expect(migrations(ctx.events).filter((m) => !m.includes('started'))).toEqual(
+      expect.arrayContaining(['vm-a failed cmp-0->', 'vm-b timeout cmp-1->', 'vm-c completed cmp-2->cmp-3']),
+    );
+  });
+
+  it('counts a refused migration request as a failure of that host', async () => {
+    const nova = new FakeNova([host('cmp-0'), host('cmp-1')], FLAVORS, [
+      server('a', 'cmp-0', { migration: 'refused' }),
+    ]);
+    const err = await rejection(novaEvacuate(['cmp-0'], fakeContext({ cloud: nova })));
+    expect(err.code).toBe('E_EVACUATION_FAILED');
+    expect(err.message).toMatch(/cmp-0 still holds vm-a .*live migration refused: No valid host/);
+  });
+
+  it('stops watching when the operator interrupts, one migration at a time with concurrency 1', async () => {
+    const nova = new FakeNova([host('cmp-0'), host('cmp-1')], FLAVORS, [
+      server('a', 'cmp-0', { migration: 'hangs' }),
+      server('b', 'cmp-0'),
+    ]);
+    const stop = new AbortController();
+    const ctx = fakeContext({ cloud: nova, signal: stop.signal });
+    const sleep = ctx.sleep;
+    const interrupting = Object.assign(Object.create(ctx) as typeof ctx, {
+      sleep: async (ms: number) => {
+        if (ctx.clock.t > 1_000_000 + 20_000) stop.abort();
+        await sleep(ms);
+      },
+    });
+    const err = await rejection(novaEvacuate(['cmp-0'], interrupting, { concurrency: 1 }));
+    expect(nova.maxInFlight).toBe(1);
+    expect(err.message).toMatch(/vm-a: failed: interrupted while migrating/);
+    expect(err.message).toMatch(/vm-b: failed: interrupted before its migration was requested/);
+    expect(nova.calls.filter((c) => c.includes('--live-migration'))).toHaveLength(1);
+  });
+
+  it('has nothing to move on empty hosts and is harmless to run again', async () => {
+    const nova = new FakeNova([host('cmp-0', { status: 'disabled' }), host('cmp-1')], FLAVORS, []);
+    const detail = await novaEvacuate(['cmp-0'], fakeContext({ cloud: nova }));
+    expect(detail).toMatch(/0 instance\(s\) live-migrated/);
+    expect(nova.calls.some((c) => c[0] === 'flavor' || c[0] === 'hypervisor')).toBe(false);
+  });
+});
+
+describe('novaEnable', () => {
+  it('enables nova-compute on every host of the batch', async () => {
+    const nova = new FakeNova([host('cmp-0', { status: 'disabled' }), host('cmp-1', { status: 'disabled' })], [], []);
+    expect(await novaEnable(['cmp-0', 'cmp-1'], fakeContext({ cloud: nova }))).toBe(
+      'nova-compute enabled on cmp-0, cmp-1',
+    );
+    expect(nova.hosts.map((h) => h.status)).toEqual(['enabled', 'enabled']);
+    expect(nova.calls).toContainEqual(['compute', 'service', 'set', '--enable', 'cmp-1', 'nova-compute']);
+  });
+
+  it('names the hosts it could not enable', async () => {
+    const nova = new FakeNova([host('cmp-0', { status: 'disabled' })], [], []);
+    const err = await rejection(novaEnable(['cmp-0', 'cmp-9'], fakeContext({ cloud: nova })));
+    expect(err.code).toBe('E_NOVA_ENABLE');
+    expect(err.message).toMatch(/cmp-9/);
+    expect(nova.hosts[0]!.status).toBe('enabled');
+  });
+});
