@@ -72,6 +72,10 @@ export interface UpgradeContext {
   readonly sleep: (ms: number) => Promise<void>;
   /** Set once the operator asked to stop (SIGINT): long waits end early. */
   readonly signal?: AbortSignal;
+  /** The upgrade run's id (names the folder of its backups). */
+  readonly run?: string;
+  /** service -> path of its latest database backup on its node, filled by the backup action. */
+  readonly backups?: Map<string, string>;
 }
 
 /**

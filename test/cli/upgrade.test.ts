@@ -1,6 +1,8 @@
 import { readdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { formatUpgradeReport, UPGRADE_EXIT } from '../../src/cli/upgrade.js';
+import type { UpgradeReport } from '../../src/upgrade/runner.js';
 import { copyInventory, runCli } from '../helpers/cli.js';
 
 describe('stackctl upgrade', () => {
@@ -39,15 +41,20 @@ describe('stackctl upgrade', () => {
     expect(plan.phases[0]!.id).toBe('precheck');
   });
 
-  it('says plainly that only --plan is implemented', async () => {
+  it('refuses --continue and --resume without an open run, and a run without secrets, before touching a node', async () => {
     const inv = copyInventory('example-multinode.yaml');
-    const r = await runCli('upgrade', '-i', inv, '--to', 'zed-update');
-    expect(r.code).toBe(2);
-    expect(r.stderr).toContain('E_NOT_IMPLEMENTED');
-    expect(r.stderr).toContain('--plan');
     const c = await runCli('upgrade', '-i', inv, '--to', 'zed-update', '--continue');
     expect(c.code).toBe(2);
-    expect(c.stderr).toMatch(/--continue is not implemented/);
+    expect(c.stderr).toContain('E_NOTHING_TO_RESUME');
+    expect(c.stderr).toContain('--continue');
+    const r = await runCli('upgrade', '-i', inv, '--to', 'zed-update', '--resume');
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('E_NOTHING_TO_RESUME');
+    const n = await runCli('upgrade', '-i', inv, '--to', 'zed-update');
+    expect(n.code).toBe(3);
+    expect(n.stderr).toContain('E_SECRETS_REQUIRED');
+    // Nothing written: no journal, no events.
+    expect(readdirSync(dirname(inv))).toEqual(['example-multinode.yaml']);
   });
 
   it('refuses an unknown target manifest and a target that breaks a skew rule', async () => {
@@ -76,5 +83,57 @@ describe('stackctl upgrade', () => {
     expect(r.stderr).toContain('E_OPTION');
     const p = await runCli('upgrade', '-i', inv, '--to', 'zed-update', '--plan', '--pause-at', 'lunch');
     expect(p.code).toBe(2);
+  });
+
+  it('reports phase durations, the pause with the command that goes on, failures with hints, and backups', () => {
+    const base: UpgradeReport = {
+      ok: false,
+      outcome: 'paused',
+      run: 'abc',
+      target: 'zed-update',
+      ms: 12_000,
+      phases: [
+        { id: 'precheck', title: 'prechecks', state: 'done', ms: 4200 },
+        { id: 'control:keystone', title: 'keystone', state: 'paused', ms: 0 },
+        { id: 'batch:1', title: 'batch', state: 'not-run', ms: 0 },
+      ],
+      pause: { phase: 'control:keystone', reason: 'offline migration of keystone' },
+      failures: [],
+      notSwapped: [],
+      backups: ['ctl-0:/var/lib/stackctl/backups/abc/glance-20261122T213000Z.sql.gz'],
+      releaseWritten: false,
+    };
+    const paused = formatUpgradeReport(base, 'stackctl upgrade -i inv.yaml --to zed-update');
+    expect(paused).toMatch(/precheck\s+done\s+4\.2 s/);
+    expect(paused).not.toContain('batch:1');
+    expect(paused).toContain('PAUSED before control:keystone: offline migration of keystone');
+    expect(paused).toContain("run 'stackctl upgrade -i inv.yaml --to zed-update --continue' to go on");
+    expect(paused).toContain('backup: ctl-0:/var/lib/stackctl/backups/abc/glance-20261122T213000Z.sql.gz');
+    const failed = formatUpgradeReport(
+      {
+        ...base,
+        outcome: 'failed',
+        failures: [
+          {
+            phase: 'batch:1',
+            key: 'batch:1#0 hook nova-evacuate@pre-batch:cmp-0',
+            action: 'hook',
+            subject: 'nova-evacuate@pre-batch:cmp-0',
+            code: 'E_EVACUATE',
+            message: 'cmp-0 still holds 1 server',
+            hint: 'look at the migration',
+          },
+        ],
+        notSwapped: [{ phase: 'batch:1', node: 'cmp-0', reason: 'pre-batch hook nova-evacuate failed' }],
+      },
+      'stackctl upgrade -i inv.yaml --to zed-update',
+    );
+    expect(failed).toContain(
+      'FAILED batch:1 hook nova-evacuate@pre-batch:cmp-0: E_EVACUATE: cmp-0 still holds 1 server',
+    );
+    expect(failed).toContain('hint: look at the migration');
+    expect(failed).toContain('not upgraded: cmp-0 (batch:1): pre-batch hook nova-evacuate failed');
+    expect(failed).toContain('--resume');
+    expect(new Set(Object.values(UPGRADE_EXIT)).size).toBe(3);
   });
 });

@@ -9,6 +9,8 @@ import { UsageError } from '../../core/errors.js';
 export const TOPOLOGIES = {
   /** The smallest cloud: one controller, one compute. */
   '1ctl-1comp': { controllers: 1, computes: 1 },
+  /** One controller, two computes: compute batches and evacuation between hosts (upgrade tests). */
+  '1ctl-2comp': { controllers: 1, computes: 2 },
   /** HA control plane: three controllers (Galera/RabbitMQ quorum), two computes. */
   '3ctl-2comp': { controllers: 3, computes: 2 },
 } as const;

@@ -1,0 +1,255 @@
+import { describe, expect, it } from 'vitest';
+import { StackctlError } from '../../src/core/errors.js';
+import { Secret } from '../../src/core/secret.js';
+import type { NodeAccess } from '../../src/orchestrator/executor.js';
+import type { RemoteCommand } from '../../src/remote/index.js';
+import {
+  HAPROXY,
+  backup,
+  drain,
+  migrate,
+  oneOffRunner,
+  sessionsOf,
+  stop,
+  swapPlan,
+} from '../../src/upgrade/actions.js';
+import type { UpgradeContext } from '../../src/upgrade/context.js';
+import { deployPlanOf, fakeContext, planOf, work } from './fakes.js';
+
+/** A node that records what it is asked and answers from small tables. */
+function recordingNode(
+  node: string,
+  opts: {
+    containers?: Set<string>;
+    socket?: (line: string) => string;
+    exec?: (argv: readonly string[]) => { code: number; stdout: string; stderr: string };
+    exitCode?: number;
+  } = {},
+) {
+  const log: string[] = [];
+  const containers = opts.containers ?? new Set<string>();
+  const access: NodeAccess = {
+    node,
+    exec: async (command: RemoteCommand) => {
+      const argv = typeof command === 'string' ? [command] : command;
+      log.push(`exec ${argv.join(' ')}`);
+      return opts.exec?.(argv) ?? { code: 0, stdout: '', stderr: '' };
+    },
+    files: { upload: async () => 0 },
+    docker: {
+      inspectContainer: async (name: string) =>
+        containers.has(name)
+          ? {
+              id: name,
+              name,
+              image: 'img',
+              imageId: '',
+              labels: {},
+              state: {
+                status: 'exited',
+                running: false,
+                exitCode: opts.exitCode ?? 0,
+                startedAt: '',
+                finishedAt: '',
+                oomKilled: false,
+              },
+              restartCount: 0,
+            }
+          : undefined,
+      stopContainer: async (name: string) => void log.push(`stop ${name}`),
+      removeContainer: async (name: string) => {
+        log.push(`remove ${name}`);
+        containers.delete(name);
+      },
+      createContainer: async (spec: { name: string; image: string; command?: readonly string[]; restart?: string }) => {
+        log.push(`create ${spec.name} ${spec.image} ${spec.command?.join(' ')} restart=${spec.restart}`);
+        containers.add(spec.name);
+        return spec.name;
+      },
+      startContainer: async (name: string) => void log.push(`start ${name}`),
+      logs: async () => ({ stdout: 'migrating...\nERROR: table locked\n', stderr: '' }),
+      exec: async (name: string, argv: readonly string[]) => {
+        log.push(`docker-exec ${name} ${argv.join(' ')}`);
+        const line = argv[argv.length - 1] ?? '';
+        return { code: 0, stdout: opts.socket?.(line) ?? '', stderr: '' };
+      },
+    } as unknown as NodeAccess['docker'],
+  };
+  return { access, log, containers };
+}
+
+/** A context whose nodes are the given recording nodes. */
+function contextOver(nodes: Record<string, NodeAccess>, over: Partial<UpgradeContext> = {}): UpgradeContext {
+  const { ctx } = fakeContext(planOf([]));
+  return { ...ctx, connect: (n) => nodes[n]!, ...over };
+}
+
+describe('upgrade actions', () => {
+  it("reads current sessions per backend/server from HAProxy's show stat", () => {
+    const csv = '# pxname,svname,qcur,qmax,scur,smax\nglance_api,FRONTEND,,,3,5\nglance_api,ctl-0,0,0,2,4\n';
+    expect(sessionsOf(csv)).toEqual(
+      new Map([
+        ['glance_api/FRONTEND', 3],
+        ['glance_api/ctl-0', 2],
+      ]),
+    );
+  });
+
+  it('drains a node on every HAProxy node, waits for its sessions, and says when a backend is missing', async () => {
+    let sessions = 2;
+    const lb = (name: string) =>
+      recordingNode(name, {
+        socket: (line) =>
+          line === 'show stat'
+            ? `# pxname,svname,qcur,qmax,scur\nglance_api,ctl-1,0,0,${name === 'ctl-0' ? sessions-- : 0}\n`
+            : name === 'ctl-1'
+              ? 'No such backend.\n'
+              : '\n',
+      });
+    const n0 = lb('ctl-0');
+    const n1 = lb('ctl-1');
+    const ctx = contextOver(
+      { 'ctl-0': n0.access, 'ctl-1': n1.access },
+      { currentDeploy: deployPlanOf(['ctl-0', 'ctl-1'].map((n) => work(n, HAPROXY.service, 'haproxy', 'h'))) },
+    );
+    const detail = await drain({ kind: 'drain', node: 'ctl-1', frontends: ['glance_api'] }, ctx);
+    expect(n0.log[0]).toContain('set server glance_api/ctl-1 state drain');
+    expect(n0.log[0]).toContain(`socat stdio unix-connect:"$0" ${HAPROXY.socket}`);
+    expect(n0.log.filter((l) => l.includes('show stat')).length).toBe(3); // 2, 1, then 0 sessions
+    expect(detail).toContain('drained on 2 HAProxy node(s)');
+    expect(detail).toContain('ctl-1: No such backend.');
+  });
+
+  it('stops and removes containers, and is done when they are already gone', async () => {
+    const n = recordingNode('ctl-0', { containers: new Set(['keystone']) });
+    const ctx = contextOver({ 'ctl-0': n.access });
+    const a = { kind: 'stop', service: 'keystone', node: 'ctl-0', containers: ['keystone', 'keystone_ssh'] } as const;
+    expect(await stop(a, ctx)).toBe('1 stopped and removed, 1 already gone');
+    expect(n.log).toEqual(['stop keystone', 'remove keystone']);
+    expect(await stop(a, ctx)).toBe('0 stopped and removed, 2 already gone');
+  });
+
+  it('backs up through the client config on the node, atomically, and never puts a password in argv', async () => {
+    const n = recordingNode('ctl-0');
+    const backups = new Map<string, string>();
+    const ctx = contextOver(
+      { 'ctl-0': n.access },
+      { run: 'r1', backups, now: () => Date.UTC(2026, 10, 22, 21, 30, 0), secret: () => new Secret('hunter2') },
+    );
+    const where = await backup({ kind: 'backup', service: 'glance', node: 'ctl-0', databases: ['glance'] }, ctx);
+    expect(where).toBe('ctl-0:/var/lib/stackctl/backups/r1/glance-20261122T213000Z.sql.gz');
+    expect(backups.get('glance')).toBe(where);
+    const cmd = n.log[0]!;
+    expect(cmd).toContain('mariadb-dump --defaults-extra-file=/etc/mysql/mariadb.conf.d/stackctl/client.cnf');
+    expect(cmd).toContain('--single-transaction --databases glance');
+    expect(cmd).toContain('mv "$out.tmp" "$out"');
+    expect(cmd).not.toContain('hunter2');
+    expect(cmd).not.toMatch(/--password|-p\S/);
+  });
+
+  it('fails a backup whose dump failed, saying nothing was migrated', async () => {
+    const n = recordingNode('ctl-0', { exec: () => ({ code: 2, stdout: '', stderr: 'Access denied' }) });
+    const err = await backup(
+      { kind: 'backup', service: 'glance', node: 'ctl-0', databases: ['glance'] },
+      contextOver({ 'ctl-0': n.access }),
+    ).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(StackctlError);
+    expect((err as StackctlError).code).toBe('E_BACKUP_FAILED');
+    expect((err as StackctlError).hint).toContain('Nothing of glance was migrated');
+  });
+
+  it('runs a migration in a one-off container of the target image, removed afterwards', async () => {
+    const n = recordingNode('ctl-0');
+    const w = {
+      ...work('ctl-0', 'keystone', 'keystone', 'r/keystone:zed-1'),
+      definition: { name: 'keystone', image: 'keystone', volumes: [], healthcheck: { test: ['true'] } },
+      inputs: { image: 'r/keystone:zed-1', options: '', configs: {} },
+    } as unknown as Parameters<UpgradeContext['oneOff']>[1];
+    const oneOff = oneOffRunner({ cloud: 'lab', connect: () => n.access, now: () => 0, sleep: async () => undefined });
+    const r = await oneOff('ctl-0', w, 'r/keystone:zed-2', ['keystone-manage', 'db_sync'], {
+      name: 'keystone-offline',
+    });
+    expect(r.code).toBe(0);
+    expect(n.log).toContain(
+      'create stackctl-upgrade-keystone-offline r/keystone:zed-2 keystone-manage db_sync restart=no',
+    );
+    expect(n.log[n.log.length - 1]).toBe('remove stackctl-upgrade-keystone-offline');
+  });
+
+  it('fails a migration that exits non-zero with its log, the state of the service and the backup', async () => {
+    const n = recordingNode('ctl-0');
+    const w = work('ctl-0', 'keystone', 'keystone', 'r/keystone:zed-2');
+    const ctx = contextOver(
+      { 'ctl-0': n.access },
+      {
+        targetWork: () => w,
+        targetDeploy: deployPlanOf([w]),
+        oneOff: async () => ({ code: 1, log: 'ERROR: table locked' }),
+        backups: new Map([['keystone', 'ctl-0:/var/lib/stackctl/backups/r1/keystone.sql.gz']]),
+      },
+    );
+    const err = (await migrate(
+      {
+        kind: 'migrate',
+        stage: 'offline',
+        service: 'keystone',
+        node: 'ctl-0',
+        container: 'keystone',
+        image: 'r/keystone:zed-2',
+        command: ['keystone-manage', 'db_sync'],
+      },
+      ctx,
+    ).catch((e: unknown) => e)) as StackctlError;
+    expect(err.code).toBe('E_MIGRATION_FAILED');
+    expect(err.message).toContain('offline migration of keystone (keystone-manage db_sync) exited with 1');
+    expect(err.message).toContain('ctl-0/keystone absent');
+    expect(err.hint).toContain('ctl-0:/var/lib/stackctl/backups/r1/keystone.sql.gz');
+    expect(err.details['log']).toBe('ERROR: table locked');
+  });
+
+  it("builds a one-node deploy plan of the swapped containers and their service's configs", () => {
+    const keystone = work('ctl-0', 'keystone', 'keystone', 'r/keystone:zed-2');
+    const glance = work('ctl-0', 'glance', 'glance_api', 'r/glance_api:zed-2');
+    const other = work('ctl-1', 'keystone', 'keystone', 'r/keystone:zed-2');
+    const target = deployPlanOf([keystone, glance, other]);
+    const step = target.steps[0]!;
+    const withConfigs = {
+      ...target,
+      steps: [
+        {
+          ...step,
+          nodes: step.nodes.map((nw) => ({
+            ...nw,
+            configs: [
+              {
+                node: nw.node,
+                service: 'keystone',
+                dest: '/etc/stackctl/keystone/keystone.conf',
+                mode: '0640',
+                sha256: 'a',
+              },
+              {
+                node: nw.node,
+                service: 'glance',
+                dest: '/etc/stackctl/glance/glance-api.conf',
+                mode: '0640',
+                sha256: 'b',
+              },
+            ],
+          })),
+        },
+      ],
+    };
+    const ctx = contextOver({}, { targetDeploy: withConfigs });
+    const p = swapPlan(ctx, 'ctl-0', [
+      { node: 'ctl-0', service: 'keystone', container: 'keystone', from: 'r/keystone:zed-1', to: 'r/keystone:zed-2' },
+    ]);
+    expect(p.steps).toHaveLength(1);
+    expect(p.steps[0]!.nodes.map((n) => n.node)).toEqual(['ctl-0']);
+    expect(p.steps[0]!.nodes[0]!.containers.map((c) => c.name)).toEqual(['keystone']);
+    expect(p.steps[0]!.nodes[0]!.configs.map((c) => c.dest)).toEqual(['/etc/stackctl/keystone/keystone.conf']);
+    expect(() =>
+      swapPlan(ctx, 'ctl-0', [{ node: 'ctl-0', service: 'nova', container: 'nova_api', from: 'a', to: 'b' }]),
+    ).toThrow(/no container nova_api/);
+  });
+});

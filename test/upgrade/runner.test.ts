@@ -1,0 +1,400 @@
+import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import type { StackctlEvent } from '../../src/core/events.js';
+import { defaultReleasesDir, defaultRolesDir } from '../../src/core/paths.js';
+import { generateInventoryYaml } from '../../src/inventory/generate.js';
+import { parseInventory } from '../../src/inventory/load.js';
+import { loadCatalog } from '../../src/roles/catalog.js';
+import { loadRelease } from '../../src/roles/release.js';
+import { RunMode, UpgradeJournal, actionKey, planDigest, subjectOf } from '../../src/upgrade/journal.js';
+import type { PauseAt, UpgradeAction, UpgradePhase, UpgradePlan } from '../../src/upgrade/model.js';
+import { planUpgrade } from '../../src/upgrade/planner.js';
+import { RunOutcome, runUpgrade, setInventoryRelease } from '../../src/upgrade/runner.js';
+import { deployPlanOf, fakeContext, planOf, recordingHandlers, work, type FakeCloud } from './fakes.js';
+
+const catalog = loadCatalog(defaultRolesDir());
+const zed = loadRelease(defaultReleasesDir(), 'zed');
+const zedUpdate = loadRelease(defaultReleasesDir(), 'zed-update');
+
+/** The real update plan of a 3-controller, 2-compute cloud. */
+function updatePlan(pauseAt: PauseAt = 'never'): UpgradePlan {
+  const text = generateInventoryYaml({ name: 'lab', controllers: 3, computes: 2, lab: true });
+  const inventory = parseInventory('inv.yaml', text, { roles: catalog.roleInfo }).inventory;
+  return planUpgrade({ inventory, catalog, current: zed, target: zedUpdate, options: { pauseAt, batch: 1 } });
+}
+
+const journalFile = (): string => join(mkdtempSync(join(tmpdir(), 'upgrade-runner-')), 'inv.upgrade.jsonl');
+
+/** Open the journal of a run the way the CLI does. */
+function journal(file: string, plan: UpgradePlan, mode: RunMode): UpgradeJournal {
+  return new UpgradeJournal(file, {
+    mode,
+    target: plan.to.release,
+    options: plan.options,
+    digest: planDigest(plan),
+    inventory: 'inv.yaml',
+  });
+}
+
+const swapOf = (node: string, service: string, container = service): UpgradeAction => ({
+  kind: 'swap',
+  node,
+  containers: [{ node, service, container, from: `r/${container}:zed-1`, to: `r/${container}:zed-2` }],
+});
+const phase = (id: string, kind: UpgradePhase['kind'], steps: UpgradeAction[][]): UpgradePhase => ({
+  id,
+  kind,
+  title: id,
+  services: [],
+  steps: steps.map((actions, i) => ({ title: `step ${i + 1}`, actions })),
+});
+
+describe('the upgrade runner', () => {
+  it('runs every phase in plan order, then names the target release in the inventory', async () => {
+    const plan = updatePlan();
+    const { handlers, calls } = recordingHandlers();
+    const { ctx, events } = fakeContext(plan);
+    let written = '';
+    const r = await runUpgrade(ctx, {
+      handlers,
+      journal: journal(journalFile(), plan, RunMode.NEW),
+      mode: RunMode.NEW,
+      setRelease: (rel) => (written = rel),
+    });
+    expect(r.outcome).toBe(RunOutcome.DONE);
+    expect(r.failures).toEqual([]);
+    expect(written).toBe('zed-update');
+    expect(r.releaseWritten).toBe(true);
+    const started = events.flatMap((e) => (e.kind === 'upgrade.phase' && e.state === 'start' ? [e.phase] : []));
+    expect(started).toEqual(plan.phases.map((p) => p.id));
+    expect(calls.length).toBe(plan.phases.flatMap((p) => p.steps.flatMap((s) => s.actions)).length);
+    expect(r.phases.every((p) => p.state === 'done')).toBe(true);
+  });
+
+  it('treats a step as a barrier: one node in order, nodes in parallel, the next step after all', async () => {
+    const drain: UpgradeAction = { kind: 'drain', node: 'a', frontends: ['glance_api'] };
+    const enable: UpgradeAction = { kind: 'enable', node: 'a', frontends: ['glance_api'] };
+    const plan = planOf([
+      phase('control:glance', 'control', [
+        [drain, swapOf('a', 'glance'), enable, swapOf('b', 'glance')],
+        [{ kind: 'health', node: 'b', services: ['glance'] }],
+      ]),
+    ]);
+    const { handlers, spans } = recordingHandlers({ ticks: (a) => ('node' in a && a.node === 'a' ? 5 : 1) });
+    const { ctx } = fakeContext(plan);
+    await runUpgrade(ctx, {
+      handlers,
+      journal: journal(journalFile(), plan, RunMode.NEW),
+      mode: RunMode.NEW,
+      setRelease: () => undefined,
+    });
+    const span = (kind: string, subject: string) => spans.find((s) => s.kind === kind && s.subject === subject)!;
+    // node a: drain, then swap, then enable
+    expect(span('drain', 'a').to).toBeLessThan(span('swap', 'a').from);
+    expect(span('swap', 'a').to).toBeLessThan(span('enable', 'a').from);
+    // node b's swap starts while node a is still draining
+    expect(span('swap', 'b').from).toBeLessThan(span('drain', 'a').to);
+    // the health gate of step 2 waits for every action of step 1
+    const step1End = Math.max(...spans.filter((s) => s.kind !== 'health').map((s) => s.to));
+    expect(span('health', 'glance@b').from).toBeGreaterThan(step1End);
+  });
+
+  it('stops before a declared pause; --resume stops there again; --continue passes it and skips what is done', async () => {
+    const plan = updatePlan('migration');
+    const paused = plan.phases.find((p) => p.pauseBefore)!;
+    expect(paused.id).toBe('control:keystone');
+    const file = journalFile();
+    let written = '';
+    const setRelease = (rel: string): void => void (written = rel);
+
+    const first = recordingHandlers();
+    const firstCtx = fakeContext(plan);
+    const r1 = await runUpgrade(firstCtx.ctx, {
+      handlers: first.handlers,
+      journal: journal(file, plan, RunMode.NEW),
+      mode: RunMode.NEW,
+      setRelease,
+    });
+    expect(r1.outcome).toBe(RunOutcome.PAUSED);
+    expect(r1.pause).toEqual({ phase: 'control:keystone', reason: paused.pauseBefore!.reason });
+    expect(
+      first.calls.some((c) => ['stop', 'migrate', 'start'].includes(c.kind) && c.subject.startsWith('keystone@')),
+    ).toBe(false);
+    expect(written).toBe('');
+
+    const second = recordingHandlers();
+    const r2 = await runUpgrade(fakeContext(plan).ctx, {
+      handlers: second.handlers,
+      journal: journal(file, plan, RunMode.RESUME),
+      mode: RunMode.RESUME,
+      setRelease,
+    });
+    expect(r2.outcome).toBe(RunOutcome.PAUSED);
+    expect(second.calls).toEqual([]);
+    // the phases done before the pause are skipped as a whole
+    expect(r2.phases.filter((p) => p.state === 'skipped').map((p) => p.id)).toEqual(
+      r1.phases.filter((p) => p.state === 'done').map((p) => p.id),
+    );
+
+    // Each --continue passes one pause: the next offline window stops the run again.
+    const pauses = plan.phases.filter((p) => p.pauseBefore).map((p) => p.id);
+    expect(pauses.length).toBeGreaterThanOrEqual(2);
+    const later: string[] = [];
+    const doneIn = (events: StackctlEvent[]): string[] =>
+      events.flatMap((e) =>
+        e.kind === 'upgrade.action' && e.state === 'done' ? [`${e.phase} ${e.action} ${e.subject}`] : [],
+      );
+    const seen = new Set(doneIn(firstCtx.events));
+    for (const expected of [...pauses.slice(1), undefined]) {
+      const next = recordingHandlers();
+      const { ctx, events } = fakeContext(plan);
+      const r = await runUpgrade(ctx, {
+        handlers: next.handlers,
+        journal: journal(file, plan, RunMode.CONTINUE),
+        mode: RunMode.CONTINUE,
+        setRelease,
+      });
+      expect(r.pause?.phase).toBe(expected);
+      expect(r.outcome).toBe(expected ? RunOutcome.PAUSED : RunOutcome.DONE);
+      // nothing done by an earlier invocation runs twice
+      const keys = doneIn(events);
+      expect(keys.filter((k) => seen.has(k))).toEqual([]);
+      for (const k of keys) seen.add(k);
+      later.push(...next.calls.map((c) => `${c.kind} ${c.subject}`));
+    }
+    // the window's offline migration ran after the pause was passed
+    const windowMigration = paused.steps.flatMap((st) => st.actions).find((a) => a.kind === 'migrate');
+    expect(windowMigration).toBeDefined();
+    expect(later).toContain(`migrate ${subjectOf(windowMigration!)}`);
+    expect(written).toBe('zed-update');
+  });
+
+  it('on --resume skips actions recorded done and does again one with an intent and no outcome', async () => {
+    const plan = planOf([
+      phase('batch:1', 'batches', [[swapOf('cmp-0', 'nova-compute')], [swapOf('cmp-1', 'nova-compute')]]),
+    ]);
+    const file = journalFile();
+    // A killed run: the first swap recorded done, the second only announced.
+    const killed = journal(file, plan, RunMode.NEW);
+    killed.phase('batch:1', 'start');
+    const k0 = actionKey('batch:1', 0, plan.phases[0]!.steps[0]!.actions[0]!);
+    const k1 = actionKey('batch:1', 1, plan.phases[0]!.steps[1]!.actions[0]!);
+    killed.action(k0, 'intent');
+    killed.action(k0, 'done', 'swapped');
+    killed.action(k1, 'intent');
+
+    const { handlers, calls } = recordingHandlers();
+    const { ctx, events } = fakeContext(plan);
+    const r = await runUpgrade(ctx, {
+      handlers,
+      journal: journal(file, plan, RunMode.RESUME),
+      mode: RunMode.RESUME,
+      setRelease: () => undefined,
+    });
+    expect(r.outcome).toBe(RunOutcome.DONE);
+    expect(r.run).toBe(killed.run);
+    expect(calls.map((c) => `${c.kind} ${c.subject}`)).toEqual(['swap cmp-1']);
+    expect(events).toContainEqual(
+      expect.objectContaining({ kind: 'upgrade.action', subject: 'cmp-0', state: 'skipped' }),
+    );
+  });
+
+  describe('compute batches and their failure budget', () => {
+    const evacuate = (nodes: string[]): UpgradeAction => ({
+      kind: 'hook',
+      hook: 'nova-evacuate',
+      point: 'pre-batch',
+      source: 'built-in',
+      runOn: 'deploy-host',
+      nodes,
+    });
+    const batches = (maxFail: number): UpgradePlan =>
+      planOf(
+        ['cmp-0', 'cmp-1', 'cmp-2'].map((n, i) =>
+          phase(`batch:${i + 1}`, 'batches', [
+            [evacuate([n])],
+            [swapOf(n, 'nova-compute')],
+            [{ kind: 'health', node: n, services: ['nova-compute'] }],
+          ]),
+        ),
+        maxFail,
+      );
+    const failEvacuation = new Map([['hook nova-evacuate@pre-batch:cmp-0', undefined]]);
+
+    it('does not swap a node whose pre-batch hook failed, and stops when the budget is exceeded', async () => {
+      const plan = batches(0);
+      const { handlers, calls } = recordingHandlers({ fail: failEvacuation });
+      let written = '';
+      const r = await runUpgrade(fakeContext(plan).ctx, {
+        handlers,
+        journal: journal(journalFile(), plan, RunMode.NEW),
+        mode: RunMode.NEW,
+        setRelease: (rel) => (written = rel),
+      });
+      expect(r.outcome).toBe(RunOutcome.FAILED);
+      expect(calls.map((c) => `${c.kind} ${c.subject}`)).toEqual(['hook nova-evacuate@pre-batch:cmp-0']);
+      expect(r.notSwapped).toEqual([
+        { phase: 'batch:1', node: 'cmp-0', reason: 'pre-batch hook nova-evacuate failed' },
+      ]);
+      expect(r.budget).toEqual({ failedNodes: ['cmp-0'], batchNodes: 3, maxFailPercent: 0, exceeded: true });
+      expect(r.phases.map((p) => p.state)).toEqual(['failed', 'not-run', 'not-run']);
+      expect(r.failures[0]).toMatchObject({ code: 'E_FAKE', hint: 'fix the fake', log: 'last line of the log' });
+      expect(written).toBe('');
+    });
+
+    it('goes on with the next batches within the budget, but does not name the target release', async () => {
+      const plan = batches(34);
+      const { handlers, calls } = recordingHandlers({ fail: failEvacuation });
+      let written = '';
+      const r = await runUpgrade(fakeContext(plan).ctx, {
+        handlers,
+        journal: journal(journalFile(), plan, RunMode.NEW),
+        mode: RunMode.NEW,
+        setRelease: (rel) => (written = rel),
+      });
+      expect(r.outcome).toBe(RunOutcome.FAILED);
+      expect(r.budget).toMatchObject({ failedNodes: ['cmp-0'], exceeded: false });
+      expect(calls.filter((c) => c.kind === 'swap').map((c) => c.subject)).toEqual(['cmp-1', 'cmp-2']);
+      expect(r.phases.map((p) => p.state)).toEqual(['failed', 'done', 'done']);
+      expect(written).toBe('');
+    });
+
+    it('leaves only the nodes a failed hook names out of the rest of the batch', async () => {
+      const plan = planOf(
+        [
+          phase('batch:1', 'batches', [
+            [evacuate(['cmp-0', 'cmp-1'])],
+            [swapOf('cmp-0', 'nova-compute'), swapOf('cmp-1', 'nova-compute')],
+          ]),
+        ],
+        50,
+      );
+      const { handlers, calls } = recordingHandlers({
+        fail: new Map([['hook nova-evacuate@pre-batch:cmp-0,cmp-1', ['cmp-1']]]),
+      });
+      const r = await runUpgrade(fakeContext(plan).ctx, {
+        handlers,
+        journal: journal(journalFile(), plan, RunMode.NEW),
+        mode: RunMode.NEW,
+        setRelease: () => undefined,
+      });
+      expect(calls.filter((c) => c.kind === 'swap').map((c) => c.subject)).toEqual(['cmp-0']);
+      expect(r.notSwapped.map((n) => n.node)).toEqual(['cmp-1']);
+      expect(r.budget).toMatchObject({ failedNodes: ['cmp-1'], batchNodes: 2, exceeded: false });
+    });
+  });
+
+  describe('contract migrations', () => {
+    const contract: UpgradeAction = {
+      kind: 'migrate',
+      stage: 'contract',
+      service: 'glance',
+      node: 'ctl-0',
+      container: 'glance_api',
+      image: 'r/glance_api:zed-2',
+      command: ['glance-manage', 'db', 'contract'],
+    };
+    const targets = deployPlanOf(['ctl-0', 'ctl-1'].map((n) => work(n, 'glance', 'glance_api', 'r/glance_api:zed-2')));
+    const cloudWith = (ctl1: string): FakeCloud =>
+      new Map([
+        ['ctl-0', new Map([['glance_api', { image: 'r/glance_api:zed-2', running: true }]])],
+        ['ctl-1', new Map([['glance_api', { image: ctl1, running: true }]])],
+      ]);
+
+    it('is refused while a container of the service runs the old image', async () => {
+      const plan = planOf([phase('control:glance', 'control', [[contract]])]);
+      const { handlers, calls } = recordingHandlers();
+      const { ctx } = fakeContext(plan, { cloud: cloudWith('r/glance_api:zed-1'), targetDeploy: targets });
+      const r = await runUpgrade(ctx, {
+        handlers,
+        journal: journal(journalFile(), plan, RunMode.NEW),
+        mode: RunMode.NEW,
+        setRelease: () => undefined,
+      });
+      expect(calls).toEqual([]);
+      expect(r.outcome).toBe(RunOutcome.FAILED);
+      expect(r.failures[0]!.code).toBe('E_CONTRACT_REFUSED');
+      expect(r.failures[0]!.message).toContain('ctl-1/glance_api (r/glance_api:zed-1)');
+    });
+
+    it('runs once every container runs the target image', async () => {
+      const cloud = cloudWith('r/glance_api:zed-1');
+      const plan = planOf([
+        phase('control:glance', 'control', [[swapOf('ctl-1', 'glance', 'glance_api')], [contract]]),
+      ]);
+      const { handlers, calls } = recordingHandlers({ cloud });
+      const { ctx } = fakeContext(plan, { cloud, targetDeploy: targets });
+      const r = await runUpgrade(ctx, {
+        handlers,
+        journal: journal(journalFile(), plan, RunMode.NEW),
+        mode: RunMode.NEW,
+        setRelease: () => undefined,
+      });
+      expect(r.outcome).toBe(RunOutcome.DONE);
+      expect(calls.map((c) => c.kind)).toEqual(['swap', 'migrate']);
+    });
+  });
+
+  it('stops between steps once the operator asked to stop, leaving the run open for --resume', async () => {
+    const plan = planOf([
+      phase('batch:1', 'batches', [[swapOf('cmp-0', 'nova-compute')], [swapOf('cmp-1', 'nova-compute')]]),
+      phase('batch:2', 'batches', [[swapOf('cmp-2', 'nova-compute')]]),
+    ]);
+    const stop = new AbortController();
+    const { handlers, calls } = recordingHandlers();
+    const { ctx } = fakeContext(plan);
+    const j = journal(journalFile(), plan, RunMode.NEW);
+    const r = await runUpgrade(
+      { ...ctx, signal: stop.signal },
+      {
+        handlers: { ...handlers, swap: async (a, c) => (stop.abort(), handlers.swap(a, c)) },
+        journal: j,
+        mode: RunMode.NEW,
+        setRelease: () => undefined,
+      },
+    );
+    expect(calls.map((c) => c.subject)).toEqual(['cmp-0']);
+    expect(r.outcome).toBe(RunOutcome.FAILED);
+    expect(r.failures.map((f) => f.code)).toEqual(['E_INTERRUPTED']);
+    expect(r.phases.map((p) => p.state)).toEqual(['failed', 'not-run']);
+    expect(UpgradeJournal.last(j.file).ended).toBe(false);
+  });
+
+  it('reports the backups taken, from this run and from the run it continues', async () => {
+    const plan = planOf([
+      phase('control:glance', 'control', [
+        [{ kind: 'backup', service: 'glance', node: 'ctl-0', databases: ['glance'] }],
+      ]),
+    ]);
+    const { handlers } = recordingHandlers();
+    const r = await runUpgrade(fakeContext(plan).ctx, {
+      handlers,
+      journal: journal(journalFile(), plan, RunMode.NEW),
+      mode: RunMode.NEW,
+      setRelease: () => undefined,
+    });
+    expect(r.backups).toEqual(['ctl-0:/var/lib/stackctl/backups/run/glance.sql.gz']);
+  });
+});
+
+describe('setInventoryRelease', () => {
+  it('changes cloud.release only, keeping comments, order and mode', () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'upgrade-inv-')), 'site.yaml');
+    const text = [
+      '# The lab cloud',
+      'cloud:',
+      '  name: lab # short',
+      '  release: zed # what runs now',
+      '',
+      '  # networks follow',
+      'networks: {}',
+      '',
+    ].join('\n');
+    writeFileSync(file, text, { mode: 0o640 });
+    setInventoryRelease(file, 'zed-update');
+    expect(readFileSync(file, 'utf8')).toBe(text.replace('release: zed #', 'release: zed-update #'));
+    expect(statSync(file).mode & 0o777).toBe(0o640);
+  });
+});
