@@ -8,7 +8,7 @@ import { buildImages, formatBuildEvent } from '../images/build.js';
 import { localEngine, type LocalEngine } from '../remote/docker-local.js';
 import { DEFAULT_REGISTRY_ADDRESS, ensureRegistry, REGISTRY_CONTAINER } from '../images/registry.js';
 import { labDown, labStatus, labUp, labPaths, type LabInput } from '../lab/nodes/lab.js';
-import { labInventoryYaml, topology } from '../lab/nodes/topology.js';
+import { TOPOLOGIES, labInventoryYaml, topology } from '../lab/nodes/topology.js';
 import { loadAll, type Loaded } from './context.js';
 import { runningBmcs, startBmcs, stopBmcs } from './lab.js';
 import { inventoryOf, loadOpts, prepareLabInventory, type LabOpts } from './lab-inventory.js';
@@ -220,7 +220,7 @@ const common = (cmd: Command): Command =>
 export function registerLabUp(lab: Command): void {
   common(lab.command('up'))
     .description('create the lab: inventory, secrets, networks, node containers or VMs, virtual BMCs (re-entrant)')
-    .option('--topology <name>', 'topology preset: 1ctl-1comp, 3ctl-2comp', '1ctl-1comp')
+    .option('--topology <name>', `topology preset: ${Object.keys(TOPOLOGIES).join(', ')}`, '1ctl-1comp')
     .option('--nodes <n>', 'vm: N nodes (ctl-0 and N-1 computes) instead of a topology')
     .option('--out <file>', 'where to write the inventory (same as -i)')
     .option(

@@ -155,10 +155,48 @@ export const drain: ActionHandler<Of<'drain'>> = async (a, ctx) => {
   return detail;
 };
 
-/** Put the node's servers back in service on every HAProxy. */
+/** Check status per `backend/server` from `show stat` (column 18: UP, DOWN, MAINT, DRAIN, `UP 1/2`...). */
+export function serverStatusOf(csv: string): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const line of csv.split('\n')) {
+    if (!line || line.startsWith('#')) continue;
+    const f = line.split(',');
+    if (f.length > 17) out.set(`${f[0]}/${f[1]}`, f[17]!);
+  }
+  return out;
+}
+
+/**
+ * Put the node's servers back in service on every HAProxy, and wait until HAProxy's own
+ * checks say UP: the next node of a rolling restart is drained only once this one serves.
+ */
 export const enable: ActionHandler<Of<'enable'>> = async (a, ctx) => {
   const { lbs, notes } = await setServers(ctx, a, SERVER_STATE.enable);
-  return `ready on ${lbs.length} HAProxy node(s)${notes.length ? `; not found: ${notes.join('; ')}` : ''}`;
+  const deadline = ctx.now() + ACTION_DEFAULTS.drainTimeoutMs;
+  let notUp: string[] = [];
+  for (;;) {
+    notUp = [];
+    for (const lb of lbs) {
+      const s = serverStatusOf(await adminSocket(ctx.connect(lb), ['show stat']));
+      for (const f of a.frontends) {
+        const st = s.get(`${f}/${a.node}`);
+        // a server missing there was already noted by setServers
+        if (st !== undefined && !st.startsWith('UP') && st !== 'no check') notUp.push(`${lb}: ${f}/${a.node} ${st}`);
+      }
+    }
+    if (!notUp.length || ctx.now() >= deadline || ctx.signal?.aborted) break;
+    await ctx.sleep(EXECUTOR_DEFAULTS.pollMs);
+  }
+  if (notUp.length) {
+    throw new StackctlError(
+      'E_BACKEND_NOT_UP',
+      `${a.node}: HAProxy does not see its backends up ${ACTION_DEFAULTS.drainTimeoutMs / 1000} s after re-enabling them: ${notUp.join('; ')}`,
+      {
+        hint: `The container is healthy on ${a.node} but HAProxy's check fails: see 'docker logs haproxy' and the service's log.`,
+      },
+    );
+  }
+  return `ready and UP on ${lbs.length} HAProxy node(s)${notes.length ? `; not found: ${notes.join('; ')}` : ''}`;
 };
 
 /**

@@ -76,6 +76,7 @@ export function formatUpgradePlan(plan: UpgradePlan): string {
 const availabilityText = {
   rolling: 'rolling: the API stays up behind HAProxy',
   window: 'migration window: the API is down on every node',
+  'single-node': 'one node serves the API: it is down while that node restarts',
   'all-at-once': 'all nodes at once',
 } as const;
 

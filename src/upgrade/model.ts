@@ -128,9 +128,11 @@ export interface UpgradePhase {
   readonly services: readonly string[];
   /**
    * For control phases, how the services' APIs fare: `rolling` (behind HAProxy,
-   * always up), `window` (offline migration: down on every node for the window).
+   * always up), `window` (offline migration: down on every node for the window),
+   * `single-node` (rolling, but only one node serves the API: down while it restarts),
+   * `all-at-once` (a service that does not roll: every node restarts together).
    */
-  readonly availability?: 'rolling' | 'window' | 'all-at-once';
+  readonly availability?: 'rolling' | 'window' | 'single-node' | 'all-at-once';
   /** Stop before this phase and wait for --continue. */
   readonly pauseBefore?: Pause;
   readonly steps: readonly UpgradeStep[];

@@ -351,11 +351,14 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
       }
     }
 
+    const liveNodes = everyNode.filter((n) => live.some((s) => nodesOf.get(s)!.includes(n)));
     const availability = offline.length
       ? 'window'
-      : live.every((s) => svc(s).upgrade.rolling)
-        ? 'rolling'
-        : 'all-at-once';
+      : !live.every((s) => svc(s).upgrade.rolling)
+        ? 'all-at-once'
+        : liveNodes.length === 1 && live.some((s) => (svc(s).haproxy ?? []).length > 0)
+          ? 'single-node'
+          : 'rolling';
     const pause =
       offline.length && pauseAt === PauseAt.MIGRATION
         ? { reason: `offline migration of ${offline.join(', ')}: its API goes down on every node` }

@@ -9,6 +9,7 @@ import {
   drain,
   migrate,
   oneOffRunner,
+  serverStatusOf,
   sessionsOf,
   stop,
   swapPlan,
@@ -91,6 +92,20 @@ describe('upgrade actions', () => {
       new Map([
         ['glance_api/FRONTEND', 3],
         ['glance_api/ctl-0', 2],
+      ]),
+    );
+  });
+
+  it("reads each server's check status from HAProxy's show stat (column 18)", () => {
+    const row = (px: string, sv: string, status: string) =>
+      [px, sv, ...Array.from({ length: 15 }, () => '0'), status, '1'].join(',');
+    const csv = ['# pxname,svname,...', row('nova_api', 'ctl-0', 'UP'), row('nova_api', 'ctl-1', 'DOWN 1/2')].join(
+      '\n',
+    );
+    expect(serverStatusOf(csv)).toEqual(
+      new Map([
+        ['nova_api/ctl-0', 'UP'],
+        ['nova_api/ctl-1', 'DOWN 1/2'],
       ]),
     );
   });
