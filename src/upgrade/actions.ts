@@ -203,7 +203,12 @@ export const enable: ActionHandler<Of<'enable'>> = async (a, ctx) => {
  * A deploy plan for one node holding only the target containers of `swaps`
  * and the target configs of their services, in their deploy steps.
  */
-export function swapPlan(ctx: UpgradeContext, node: string, swaps: readonly ContainerSwap[]): DeployPlan {
+export function swapPlan(
+  ctx: UpgradeContext,
+  node: string,
+  swaps: readonly ContainerSwap[],
+  opts: { readonly frontendGate?: boolean } = {},
+): DeployPlan {
   const names = new Set(swaps.map((s) => s.container));
   const services = new Set(swaps.map((s) => s.service));
   const steps: DeployStep[] = [];
@@ -211,7 +216,11 @@ export function swapPlan(ctx: UpgradeContext, node: string, swaps: readonly Cont
   for (const st of ctx.targetDeploy.steps) {
     const nw = st.nodes.find((n) => n.node === node);
     if (!nw) continue;
-    const containers = nw.containers.filter((c) => names.has(c.name));
+    const containers = nw.containers
+      .filter((c) => names.has(c.name))
+      // NOTE: a drained node's backend gets no new requests through HAProxy: gating on the VIP would wait for the
+      // other nodes (or, on one node, time out). The enable action waits for HAProxy to see the backend UP instead.
+      .map(({ frontend, ...c }) => (opts.frontendGate === false || !frontend ? c : { ...c, frontend }));
     const configs = nw.configs.filter((c) => services.has(c.service));
     for (const c of containers) found.add(c.name);
     if (!containers.length && !configs.length) continue;
@@ -234,9 +243,14 @@ export function swapPlan(ctx: UpgradeContext, node: string, swaps: readonly Cont
 }
 
 /** Recreate containers with their target definition through the deploy executor (uploads, health, frontend gate). */
-const recreate = async (node: string, swaps: readonly ContainerSwap[], ctx: UpgradeContext): Promise<string> => {
+const recreate = async (
+  node: string,
+  swaps: readonly ContainerSwap[],
+  ctx: UpgradeContext,
+  frontendGate: boolean,
+): Promise<string> => {
   const report = await executeDeploy(
-    swapPlan(ctx, node, swaps),
+    swapPlan(ctx, node, swaps, { frontendGate }),
     {
       connect: ctx.connect,
       rendered: ctx.targetRendered,
@@ -260,10 +274,10 @@ const recreate = async (node: string, swaps: readonly ContainerSwap[], ctx: Upgr
 };
 
 /** Stop and remove the old containers, create and start the target ones, wait healthy. */
-export const swap: ActionHandler<Of<'swap'>> = async (a, ctx) => recreate(a.node, a.containers, ctx);
+export const swap: ActionHandler<Of<'swap'>> = async (a, ctx) => recreate(a.node, a.containers, ctx, false);
 
 /** Create and start the target containers (their old ones were stopped by a `stop` action). */
-export const start: ActionHandler<Of<'start'>> = async (a, ctx) => recreate(a.node, a.containers, ctx);
+export const start: ActionHandler<Of<'start'>> = async (a, ctx) => recreate(a.node, a.containers, ctx, true);
 
 /** Stop and remove containers; those already gone are fine. */
 export const stop: ActionHandler<Of<'stop'>> = async (a, ctx) => {
@@ -437,6 +451,8 @@ export function oneOffRunner(deps: OneOffDeps): UpgradeContext['oneOff'] {
     const name = `stackctl-upgrade-${opts.name ?? work.name}`.replace(/[^a-zA-Z0-9_.-]/g, '-');
     const { healthcheck: _h, ...spec } = containerSpec(deps.cloud, work);
     await access.docker.removeContainer(name, { force: true }); // a leftover of a killed run
+    // NOTE: the prechecks run the target's own checks before the pull phase: fetch that one image first.
+    if (!(await access.docker.imageExists(image))) await access.docker.pullImage(image);
     await access.docker.createContainer({
       ...spec,
       name,

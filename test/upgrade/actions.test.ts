@@ -68,6 +68,9 @@ function recordingNode(
         return spec.name;
       },
       startContainer: async (name: string) => void log.push(`start ${name}`),
+      // only the current release's images are on the node
+      imageExists: async (image: string) => image.endsWith(':zed-1'),
+      pullImage: async (image: string) => void log.push(`pull ${image}`),
       logs: async () => ({ stdout: 'migrating...\nERROR: table locked\n', stderr: '' }),
       exec: async (name: string, argv: readonly string[]) => {
         log.push(`docker-exec ${name} ${argv.join(' ')}`);
@@ -185,6 +188,11 @@ describe('upgrade actions', () => {
       name: 'keystone-offline',
     });
     expect(r.code).toBe(0);
+    // a target image not on the node yet (prechecks run before the pull phase) is pulled first
+    expect(n.log.indexOf('pull r/keystone:zed-2')).toBeGreaterThan(-1);
+    expect(n.log.indexOf('pull r/keystone:zed-2')).toBeLessThan(
+      n.log.indexOf('create stackctl-upgrade-keystone-offline r/keystone:zed-2 keystone-manage db_sync restart=no'),
+    );
     expect(n.log).toContain(
       'create stackctl-upgrade-keystone-offline r/keystone:zed-2 keystone-manage db_sync restart=no',
     );
