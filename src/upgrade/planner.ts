@@ -102,8 +102,14 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
   const swapsOf = new Map<string, ContainerSwap[]>(); // service -> swaps on every node
   const tagChanges = new Map<string, Record<string, [string, string]>>();
   const targetRefs = new Set<string>();
+  // The deploy's settings (service defaults, then cloud.settings): a container whose `when` does not hold
+  // is not deployed (e.g. libvirt's containers under the lab's fake driver), so it is not upgraded either.
+  const settings: Record<string, string | number | boolean> = {};
+  for (const s of used) Object.assign(settings, svc(s).settings ?? {});
+  Object.assign(settings, inv.cloud.settings ?? {});
   for (const s of used) {
     for (const c of svc(s).containers) {
+      if (c.when && !c.when.in.includes(settings[c.when.setting]!)) continue;
       const to = imageRef(target, c.image, registry);
       if (!to) {
         throw new InputError(

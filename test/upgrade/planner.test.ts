@@ -74,6 +74,25 @@ describe('release manifests', () => {
 });
 
 describe('planUpgrade zed -> zed-update on 3 controllers and 2 computes', () => {
+  it("swaps only the containers the deploy runs: libvirt's are left out under the fake driver", () => {
+    const containersOn = (p: UpgradePlan, node: string): string[] =>
+      p.phases
+        .flatMap((ph) => ph.steps.flatMap((s) => s.actions))
+        .flatMap((a) => (a.kind === 'swap' && a.node === node ? a.containers.map((c) => c.container) : []))
+        .sort();
+    const libvirt = plan(zedUpdate, { batch: 1 });
+    expect(containersOn(libvirt, 'cmp-0')).toEqual(['nova_compute', 'nova_libvirt', 'nova_virtlogd']);
+    const inv = inventory();
+    const fake = planUpgrade({
+      inventory: { ...inv, cloud: { ...inv.cloud, settings: { nova_compute_driver: 'fake.FakeDriver' } } },
+      catalog,
+      current: zed,
+      target: zedUpdate,
+      options: { batch: 1 },
+    });
+    expect(containersOn(fake, 'cmp-0')).toEqual(['nova_compute']);
+  });
+
   it('moves only the services whose image tag changes, and leaves the others running', () => {
     const p = plan(zedUpdate);
     expect(p.kind).toBe('update');
