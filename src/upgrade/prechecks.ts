@@ -111,7 +111,7 @@ export function evacuationCapacity(
 /** `4 vCPUs, 2048 MiB memory` from a partial record. */
 export function describeResources(r: Partial<Resources>): string {
   return KEYS.filter((k) => r[k] !== undefined)
-    .map((k) => `${r[k]} ${RESOURCE_UNITS[k]}`)
+    .map((k) => `${r[k] === Infinity ? '?' : r[k]} ${RESOURCE_UNITS[k]}`)
     .join(', ');
 }
 
@@ -150,12 +150,18 @@ export const NOVA_COMMANDS = {
   /** Every flavour, private ones too, with VCPUs, RAM, Disk, Ephemeral and Swap. */
   flavors: ['flavor', 'list', '--all', '--long', '-f', 'json'],
   computeServices: ['compute', 'service', 'list', '--service', 'nova-compute', '-f', 'json'],
-  /** Listed at the same microversion as hypervisorShow: from 2.53 on, hypervisor IDs are UUIDs, before integers. */
+  /**
+   * Hypervisors with their vCPU and memory statistics (`--long`, microversion ≤ 2.87).
+   * NOTE: not `hypervisor show`: for microversions below 2.88 the client also asks the compute
+   * for its uptime over RPC, which timed out once on the lab right after the control plane's
+   * restart (HTTP 500 MessagingTimeout after 60 s). The list does not carry the local disk.
+   */
   hypervisors: [
     '--os-compute-api-version',
     CAPACITY_DEFAULTS.hypervisorStatsMicroversion,
     'hypervisor',
     'list',
+    '--long',
     '-f',
     'json',
   ],
@@ -252,6 +258,25 @@ export function parseHypervisorFree(text: string, ratio: Resources = CAPACITY_DE
   };
 }
 
+/**
+ * Free resources of one row of `hypervisor list --long -f json` (microversion ≤ 2.87) under the
+ * allocation ratios. The Zed client's list has no local disk columns: disk is then not reported
+ * (Infinity, never a shortfall) and the messages say so.
+ */
+export function parseHypervisorRow(
+  r: Readonly<Record<string, unknown>>,
+  ratio: Resources = CAPACITY_DEFAULTS.allocationRatio,
+): Resources {
+  const free = (total: unknown, used: unknown, k: keyof Resources): number =>
+    Math.max(0, Math.floor(num(total) * ratio[k] - num(used)));
+  const hasDisk = r['Local GB'] !== undefined && r['Local GB'] !== null;
+  return {
+    vcpus: free(r['vCPUs'], r['vCPUs Used'], 'vcpus'),
+    memoryMiB: free(r['Memory MB'], r['Memory MB Used'], 'memoryMiB'),
+    diskGiB: hasDisk ? free(r['Local GB'], r['Local GB Used'], 'diskGiB') : Infinity,
+  };
+}
+
 /** A hypervisor belongs to a host when its hostname is the host's name or its FQDN. */
 const hypervisorOf = (host: string, hostname: string): boolean => hostname === host || hostname.startsWith(`${host}.`);
 
@@ -309,7 +334,7 @@ export async function receivingHosts(
     if (!h) continue; // a compute service without a hypervisor offers nothing
     out.push({
       host,
-      free: parseHypervisorFree(await cloud.openstack(NOVA_COMMANDS.hypervisorShow(str(h.ID))), ratio),
+      free: parseHypervisorRow(h, ratio),
     });
   }
   return out;

@@ -106,14 +106,29 @@ export class FakeNova implements CloudClient {
     if (cmd === 'hypervisor list') {
       // NOTE: IDs are UUIDs from 2.53 on; a list at 2.1 would give IDs a 2.87 show refuses.
       if (microversion !== '2.87') throw new Error(`hypervisor list at microversion ${microversion}`);
+      // With --long the Zed client adds vCPU and memory statistics (microversion ≤ 2.87), never the disk.
+      const long = a.includes('--long');
       return JSON.stringify(
-        this.hosts.map((h, i) => ({
-          ID: `hv-${i}`,
-          'Hypervisor Hostname': `${h.host}.lab.example`,
-          'Hypervisor Type': 'fake',
-          'Host IP': `10.0.0.${i + 10}`,
-          State: h.state,
-        })),
+        this.hosts.map((h, i) => {
+          const on = this.servers.filter((s) => s.host === h.host);
+          const sum = (f: (x: FakeFlavor) => number): number =>
+            on.reduce((t, s) => t + f(this.flavors.find((x) => x.id === s.flavor)!), 0);
+          return {
+            ID: `hv-${i}`,
+            'Hypervisor Hostname': `${h.host}.lab.example`,
+            'Hypervisor Type': 'fake',
+            'Host IP': `10.0.0.${i + 10}`,
+            State: h.state,
+            ...(long
+              ? {
+                  'vCPUs Used': h.vcpusUsed ?? sum((f) => f.vcpus),
+                  vCPUs: h.vcpus,
+                  'Memory MB Used': h.memoryMbUsed ?? 512 + sum((f) => f.ram),
+                  'Memory MB': h.memoryMb,
+                }
+              : {}),
+          };
+        }),
       );
     }
     if (cmd === 'hypervisor show') {
