@@ -165,15 +165,6 @@ export const NOVA_COMMANDS = {
     '-f',
     'json',
   ],
-  hypervisorShow: (id: string) => [
-    '--os-compute-api-version',
-    CAPACITY_DEFAULTS.hypervisorStatsMicroversion,
-    'hypervisor',
-    'show',
-    id,
-    '-f',
-    'json',
-  ],
 } as const;
 
 function json(text: string, what: string): unknown {
@@ -243,19 +234,6 @@ export function parseFlavors(text: string): Map<string, Resources> {
     if (!out.has(str(r.Name))) out.set(str(r.Name), need);
   }
   return out;
-}
-
-/** Parse `hypervisor show -f json` (microversion ≤ 2.87) into free resources under the allocation ratios. */
-export function parseHypervisorFree(text: string, ratio: Resources = CAPACITY_DEFAULTS.allocationRatio): Resources {
-  const j = json(text, 'hypervisor show');
-  const r = (typeof j === 'object' && j !== null ? j : {}) as Record<string, unknown>;
-  const free = (total: unknown, used: unknown, k: keyof Resources): number =>
-    Math.max(0, Math.floor(num(total) * ratio[k] - num(used)));
-  return {
-    vcpus: free(field(r, 'vcpus'), field(r, 'vcpus_used'), 'vcpus'),
-    memoryMiB: free(field(r, 'memory_mb', 'memory_size'), field(r, 'memory_mb_used', 'memory_used'), 'memoryMiB'),
-    diskGiB: free(field(r, 'local_gb', 'local_disk_size'), field(r, 'local_gb_used', 'local_disk_used'), 'diskGiB'),
-  };
 }
 
 /**

@@ -16,7 +16,7 @@ import {
   PRECHECK_HANDLERS,
   evacuationCapacity,
   parseFlavors,
-  parseHypervisorFree,
+  parseHypervisorRow,
   type HostCapacity,
   type InstanceDemand,
   type Resources,
@@ -123,17 +123,20 @@ describe('parsing the client', () => {
   });
 
   it('frees hypervisor totals times the allocation ratios, minus what is used, never below zero', () => {
-    const text = JSON.stringify({
-      vcpus: 4,
-      vcpus_used: 10,
-      memory_mb: 8192,
-      memory_mb_used: 12800,
-      local_gb: 100,
-      local_gb_used: 120,
-    });
+    const row = {
+      vCPUs: 4,
+      'vCPUs Used': 10,
+      'Memory MB': 8192,
+      'Memory MB Used': 12800,
+      'Local GB': 100,
+      'Local GB Used': 120,
+    };
     expect(CAPACITY_DEFAULTS.allocationRatio).toEqual({ vcpus: 16, memoryMiB: 1.5, diskGiB: 1 });
-    expect(parseHypervisorFree(text)).toEqual(r(54, 0, 0));
-    expect(parseHypervisorFree(text, r(1, 2, 2))).toEqual(r(0, 3584, 80));
+    expect(parseHypervisorRow(row)).toEqual(r(54, 0, 0));
+    expect(parseHypervisorRow(row, r(1, 2, 2))).toEqual(r(0, 3584, 80));
+    // the Zed client's list has no disk columns: disk is not reported, never a shortfall
+    const { 'Local GB': _t, 'Local GB Used': _u, ...noDisk } = row;
+    expect(parseHypervisorRow(noDisk).diskGiB).toBe(Infinity);
   });
 });
 
