@@ -199,6 +199,8 @@ describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', 
 
     // the inventory names the new release; every OpenStack container runs its zed-2 tag
     expect(loadAll({ inventory: lab.inventory }).loaded.inventory.cloud.release).toBe('zed-update');
+    // the SSH connections cached since lab up may have died meanwhile: ask over fresh ones
+    await lab.reconnect();
     for (const node of lab.nodes()) {
       const docker = lab.remote(node).docker;
       for (const c of await docker.listContainers({ labels: { [LABEL.cloud]: 'upgrade' } })) {
