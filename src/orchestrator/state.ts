@@ -16,6 +16,8 @@ export const LABEL = {
   service: 'org.stackctl.service',
   step: 'org.stackctl.step',
   cloud: 'org.stackctl.cloud',
+  /** A one-off container's image and command (digest): a run resumed after a kill finds its own. */
+  oneOff: 'org.stackctl.one-off',
 } as const;
 
 /** Where a node keeps the markers of completed run-once work. */

@@ -8,6 +8,7 @@
  * present image is nothing.
  */
 import { RemoteError, StackctlError, TimeoutError, messageOf } from '../core/errors.js';
+import { canonicalJson, sha256 } from '../core/hash.js';
 import { mapLimit } from '../core/concurrency.js';
 import {
   DATABASE_SERVER,
@@ -429,7 +430,7 @@ export const migrate: ActionHandler<Of<'migrate'>> = async (a, ctx) => {
       },
     );
   }
-  return `${a.stage} done`;
+  return r.adopted ? `${a.stage} done (the run a killed upgrade had started, waited for)` : `${a.stage} done`;
 };
 
 /** What a one-off container runner needs. */
@@ -450,24 +451,32 @@ export function oneOffRunner(deps: OneOffDeps): UpgradeContext['oneOff'] {
     const access = deps.connect(node);
     const name = `stackctl-upgrade-${opts.name ?? work.name}`.replace(/[^a-zA-Z0-9_.-]/g, '-');
     const { healthcheck: _h, ...spec } = containerSpec(deps.cloud, work);
-    await access.docker.removeContainer(name, { force: true }); // a leftover of a killed run
-    // NOTE: the prechecks run the target's own checks before the pull phase: fetch that one image first.
-    if (!(await access.docker.imageExists(image))) await access.docker.pullImage(image);
-    await access.docker.createContainer({
-      ...spec,
-      name,
-      image,
-      command,
-      restart: 'no',
-      labels: { [LABEL.cloud]: deps.cloud, [LABEL.service]: work.service },
-    });
-    await access.docker.startContainer(name);
+    const digest = sha256(canonicalJson({ image, command }));
+    // A killed run may have left this very container running (a migration half done): wait for it rather
+    // than cut it. Anything else under that name is a leftover, removed.
+    const left = await access.docker.inspectContainer(name);
+    const adopted = left?.state.running === true && left.labels[LABEL.oneOff] === digest;
+    if (!adopted) {
+      await access.docker.removeContainer(name, { force: true });
+      // NOTE: the prechecks run the target's own checks before the pull phase: fetch that one image first.
+      if (!(await access.docker.imageExists(image))) await access.docker.pullImage(image);
+      await access.docker.createContainer({
+        ...spec,
+        name,
+        image,
+        command,
+        restart: 'no',
+        labels: { [LABEL.cloud]: deps.cloud, [LABEL.service]: work.service, [LABEL.oneOff]: digest },
+      });
+      await access.docker.startContainer(name);
+    }
     const timeoutMs = opts.timeoutMs ?? ACTION_DEFAULTS.oneOffTimeoutMs;
     const deadline = deps.now() + timeoutMs;
     try {
       for (;;) {
         const info = await access.docker.inspectContainer(name);
-        if (!info?.state.running) return { code: info?.state.exitCode ?? -1, log: await logTail(access, name) };
+        if (!info?.state.running)
+          return { code: info?.state.exitCode ?? -1, log: await logTail(access, name), adopted };
         if (deps.now() > deadline) {
           throw new TimeoutError(
             'E_ONE_OFF_TIMEOUT',

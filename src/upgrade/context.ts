@@ -18,6 +18,8 @@ export interface OneOffResult {
   readonly code: number;
   /** The end of its log (stdout and stderr). */
   readonly log: string;
+  /** True when it was found still running, started by a run that was killed, and waited for. */
+  readonly adopted?: boolean;
 }
 
 /** Where the OpenStack client runs, with admin credentials in its environment (never in argv). */

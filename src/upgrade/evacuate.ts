@@ -83,6 +83,27 @@ export const EVACUATION_COMMANDS = {
   show: (server: string) => ['server', 'show', server, '-f', 'json'],
 } as const;
 
+/** Statuses of an instance whose live migration is under way (one a killed run requested). */
+const IN_FLIGHT: readonly string[] = ['MIGRATING'];
+
+/**
+ * Wait, up to the migration deadline, until no instance on the hosts is
+ * migrating: a run killed mid-batch leaves Nova finishing the live
+ * migrations it had requested, and a host is neither counted nor emptied
+ * while one is under way. Returns how many were waited for.
+ */
+async function settleInFlight(ctx: UpgradeContext, hosts: readonly string[], o: EvacuationSettings): Promise<number> {
+  const t0 = ctx.now();
+  let seen = 0;
+  for (;;) {
+    const { staying } = await instancesOn(ctx.cloud, hosts, o.movableStates);
+    const moving = staying.filter((s) => IN_FLIGHT.includes(s.status));
+    seen = Math.max(seen, moving.length);
+    if (!moving.length || ctx.now() - t0 >= o.timeoutMs || ctx.signal?.aborted) return seen;
+    await ctx.sleep(o.pollMs);
+  }
+}
+
 /** A server as `server show` gives it while it migrates. */
 export interface ServerState {
   readonly status: string;
@@ -235,11 +256,13 @@ export async function novaEvacuate(
   const disabled: string[] = [];
   let movable: ServerRow[];
   let staying: ServerRow[];
+  let adopted = 0;
   try {
     for (const host of hosts) {
       await ctx.cloud.openstack(EVACUATION_COMMANDS.disable(host, o.disableReason, o.binary));
       disabled.push(host);
     }
+    adopted = await settleInFlight(ctx, hosts, o);
     ({ movable, staying } = await instancesOn(ctx.cloud, hosts, o.movableStates));
     if (movable.length) {
       const demands = await demandsOf(ctx.cloud, movable);
@@ -262,7 +285,9 @@ export async function novaEvacuate(
   }
 
   const outcomes = await mapLimit(movable, o.concurrency, (s) => migrateServer(s, ctx, o));
-  const left = (await instancesOn(ctx.cloud, hosts, o.movableStates)).movable;
+  // Left behind: instances still running there, or still migrating (past the deadline).
+  const after = await instancesOn(ctx.cloud, hosts, o.movableStates);
+  const left = [...after.movable, ...after.staying.filter((s) => IN_FLIGHT.includes(s.status))];
   const notEmpty: HostNotEmpty[] = [];
   for (const host of hosts) {
     const still = left.filter((s) => s.host === host);
@@ -288,7 +313,8 @@ export async function novaEvacuate(
   }
   const secs = ((ctx.now() - t0) / 1000).toFixed(0);
   const stays = staying.length ? `; ${staying.length} instance(s) not running stay in place` : '';
-  return `${hosts.join(', ')}: nova-compute disabled, ${outcomes.length} instance(s) live-migrated in ${secs} s${stays}`;
+  const waited = adopted ? `; ${adopted} live migration(s) already under way waited for` : '';
+  return `${hosts.join(', ')}: nova-compute disabled, ${outcomes.length} instance(s) live-migrated in ${secs} s${waited}${stays}`;
 }
 
 /** The `nova-enable` hook: nova-compute enabled again on the batch's hosts. */

@@ -25,10 +25,13 @@ function recordingNode(
     socket?: (line: string) => string;
     exec?: (argv: readonly string[]) => { code: number; stdout: string; stderr: string };
     exitCode?: number;
+    /** A container found running under that name with those labels, for that many inspections. */
+    running?: { name: string; labels: Record<string, string>; polls: number };
   } = {},
 ) {
   const log: string[] = [];
   const containers = opts.containers ?? new Set<string>();
+  if (opts.running) containers.add(opts.running.name);
   const access: NodeAccess = {
     node,
     exec: async (command: RemoteCommand) => {
@@ -38,17 +41,18 @@ function recordingNode(
     },
     files: { upload: async () => 0 },
     docker: {
-      inspectContainer: async (name: string) =>
-        containers.has(name)
+      inspectContainer: async (name: string) => {
+        const r = opts.running?.name === name && opts.running.polls-- > 0 ? opts.running : undefined;
+        return containers.has(name) || r
           ? {
               id: name,
               name,
               image: 'img',
               imageId: '',
-              labels: {},
+              labels: r?.labels ?? {},
               state: {
-                status: 'exited',
-                running: false,
+                status: r ? 'running' : 'exited',
+                running: r !== undefined,
                 exitCode: opts.exitCode ?? 0,
                 startedAt: '',
                 finishedAt: '',
@@ -56,7 +60,8 @@ function recordingNode(
               },
               restartCount: 0,
             }
-          : undefined,
+          : undefined;
+      },
       stopContainer: async (name: string) => void log.push(`stop ${name}`),
       removeContainer: async (name: string) => {
         log.push(`remove ${name}`);
@@ -197,6 +202,51 @@ describe('upgrade actions', () => {
       'create stackctl-upgrade-keystone-offline r/keystone:zed-2 keystone-manage db_sync restart=no',
     );
     expect(n.log[n.log.length - 1]).toBe('remove stackctl-upgrade-keystone-offline');
+  });
+
+  it('waits for the migration a killed run left running instead of cutting it, and starts anything else afresh', async () => {
+    const w = {
+      ...work('ctl-0', 'keystone', 'keystone', 'r/keystone:zed-1'),
+      definition: { name: 'keystone', image: 'keystone', volumes: [], healthcheck: { test: ['true'] } },
+      inputs: { image: 'r/keystone:zed-1', options: '', configs: {} },
+    } as unknown as Parameters<UpgradeContext['oneOff']>[1];
+    const name = 'stackctl-upgrade-keystone-offline';
+    const argv = ['keystone-manage', 'db_sync'];
+    // the label a run puts on it: found on a first run, read back here
+    const first = recordingNode('ctl-0');
+    const labels: Record<string, string> = {};
+    const recording = {
+      ...first.access,
+      docker: {
+        ...first.access.docker,
+        createContainer: async (spec: { name: string; labels?: Record<string, string> }) => {
+          Object.assign(labels, spec.labels);
+          return first.access.docker.createContainer(spec as never);
+        },
+      },
+    } as NodeAccess;
+    const deps = { cloud: 'lab', now: () => 0, sleep: async () => undefined };
+    await oneOffRunner({ ...deps, connect: () => recording })('ctl-0', w, 'r/keystone:zed-2', argv, {
+      name: 'keystone-offline',
+    });
+    expect(Object.keys(labels)).toContain('org.stackctl.one-off');
+
+    const same = recordingNode('ctl-0', { running: { name, labels, polls: 3 } });
+    const r = await oneOffRunner({ ...deps, connect: () => same.access })('ctl-0', w, 'r/keystone:zed-2', argv, {
+      name: 'keystone-offline',
+    });
+    expect(r).toMatchObject({ code: 0, adopted: true });
+    expect(same.log.filter((l) => l.startsWith('create') || l.startsWith('start'))).toEqual([]);
+    expect(same.log.at(-1)).toBe(`remove ${name}`);
+
+    // another command under that name (a different target) is cut and run afresh
+    const other = recordingNode('ctl-0', { running: { name, labels, polls: 1 } });
+    const r2 = await oneOffRunner({ ...deps, connect: () => other.access })('ctl-0', w, 'r/keystone:zed-3', argv, {
+      name: 'keystone-offline',
+    });
+    expect(r2.adopted).toBe(false);
+    expect(other.log[0]).toBe(`remove ${name}`);
+    expect(other.log).toContain(`create ${name} r/keystone:zed-3 keystone-manage db_sync restart=no`);
   });
 
   it('fails a migration that exits non-zero with its log, the state of the service and the backup', async () => {

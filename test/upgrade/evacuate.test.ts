@@ -158,6 +158,29 @@ describe('novaEvacuate', () => {
     expect(nova.calls.filter((c) => c.includes('--live-migration'))).toHaveLength(1);
   });
 
+  it('waits for a live migration a killed run left under way, and does not request it again', async () => {
+    const nova = new FakeNova([host('cmp-0', { status: 'disabled' }), host('cmp-1')], FLAVORS, [
+      server('a', 'cmp-0', { status: 'MIGRATING', task: 'migrating', polls: 3 }),
+      server('b', 'cmp-0'),
+    ]);
+    const detail = await novaEvacuate(['cmp-0'], fakeContext({ cloud: nova }));
+    expect(detail).toMatch(/1 instance\(s\) live-migrated .*; 1 live migration\(s\) already under way waited for/);
+    const live = nova.calls.filter((c) => c.includes('--live-migration'));
+    expect(live.map((c) => c.at(-1))).toEqual(['b']);
+    expect(nova.servers.map((s) => `${s.id} ${s.status} ${s.host}`)).toEqual(['a ACTIVE cmp-1', 'b ACTIVE cmp-1']);
+  });
+
+  it('does not call a host empty while a migration left under way is still running there', async () => {
+    const nova = new FakeNova([host('cmp-0'), host('cmp-1')], FLAVORS, [
+      server('a', 'cmp-0', { status: 'MIGRATING', task: 'migrating', migration: 'hangs' }),
+    ]);
+    const err = await rejection(novaEvacuate(['cmp-0'], fakeContext({ cloud: nova }), { timeoutMs: 60_000 }));
+    expect(err.code).toBe('E_EVACUATION_FAILED');
+    expect(err.message).toMatch(/cmp-0 still holds vm-a \(still listed on the host after the migrations\)/);
+    expect(nova.calls.some((c) => c.includes('--live-migration'))).toBe(false);
+    expect(nova.hosts[0]!.status).toBe('enabled');
+  });
+
   it('has nothing to move on empty hosts and is harmless to run again', async () => {
     const nova = new FakeNova([host('cmp-0', { status: 'disabled' }), host('cmp-1')], FLAVORS, []);
     const detail = await novaEvacuate(['cmp-0'], fakeContext({ cloud: nova }));

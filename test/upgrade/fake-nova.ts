@@ -150,6 +150,8 @@ export class FakeNova implements CloudClient {
     if (cmd === 'server list') {
       const on = a[a.indexOf('--host') + 1];
       if (!a.includes('--all-projects')) throw new Error('server list without --all-projects');
+      // time passes between two lists too: migrations under way go on
+      for (const s of this.servers.filter((x) => x.host === on)) this.#tick(s);
       return JSON.stringify(
         this.servers
           .filter((s) => s.host === on)
@@ -190,18 +192,7 @@ export class FakeNova implements CloudClient {
     }
     if (cmd === 'server show') {
       const s = this.servers.find((x) => x.id === a[2])!;
-      if (s.task === 'migrating') {
-        const left = (this.#left.get(s.id) ?? 1) - 1;
-        this.#left.set(s.id, left);
-        if (left <= 0 && s.migration !== 'hangs') {
-          s.status = 'ACTIVE';
-          s.task = undefined;
-          if (s.migration !== 'rolls-back') {
-            const dest = this.hosts.find((h) => h.host !== s.host && h.status === 'enabled' && h.state === 'up');
-            if (dest) s.host = dest.host;
-          }
-        }
-      }
+      this.#tick(s);
       return JSON.stringify({
         id: s.id,
         name: s.name,
@@ -211,6 +202,19 @@ export class FakeNova implements CloudClient {
       });
     }
     throw new Error(`fake Nova does not know: openstack ${argv.join(' ')}`);
+  }
+
+  /** One poll's worth of a live migration under way: it ends after its polls, moved or rolled back. */
+  #tick(s: FakeServer): void {
+    if (s.task !== 'migrating') return;
+    const left = (this.#left.get(s.id) ?? s.polls ?? 1) - 1;
+    this.#left.set(s.id, left);
+    if (left > 0 || s.migration === 'hangs') return;
+    s.status = 'ACTIVE';
+    s.task = undefined;
+    if (s.migration === 'rolls-back') return;
+    const dest = this.hosts.find((h) => h.host !== s.host && h.status === 'enabled' && h.state === 'up');
+    if (dest) s.host = dest.host;
   }
 }
 

@@ -1,12 +1,15 @@
 /**
  * A rolling update on a 1ctl-2comp container lab: the whole cloud deployed with the zed images,
  * four servers booted, then `stackctl upgrade --to zed-update --batch 1` while a probe asks for
- * a Keystone token and Nova's server list through the VIP every 100 ms. The update must leave
- * every OpenStack container on its new tag, the servers ACTIVE, the inventory naming zed-update,
- * and no failed probe outside the declared migration windows. `npm run test:e2e:upgrade`.
+ * a Keystone token and Nova's server list through the VIP every 100 ms. The upgrade is killed
+ * (SIGKILL) twice and resumed: in the middle of the first DB-migration window, while its
+ * migration runs, and in the middle of the first compute batch, while a live migration is under
+ * way. The update must leave every OpenStack container on its new tag, the servers ACTIVE, the
+ * inventory naming zed-update, no action, batch or migration done twice, and no failed probe
+ * outside the declared windows. `npm run test:e2e:upgrade`.
  */
-import { execFileSync } from 'node:child_process';
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadAll } from '../../src/cli/context.js';
@@ -14,11 +17,13 @@ import { runUpgrade } from '../../src/cli/upgrade.js';
 import { buildImages } from '../../src/images/build.js';
 import { pushImages } from '../../src/images/registry.js';
 import { LABEL } from '../../src/orchestrator/state.js';
+import { parseUpgradeJournal, upgradeJournalFileFor } from '../../src/upgrade/journal.js';
+import type { UpgradeAction, UpgradePhase } from '../../src/upgrade/model.js';
 import { defaultReleasesDir } from '../../src/core/paths.js';
 import { imageRef, loadRelease } from '../../src/roles/release.js';
 import { runCli, tempDir } from '../helpers/cli.js';
 import { dockerOrFail, release } from '../images/fixture.js';
-import { CLOUD_IMAGES, deployLab } from '../orchestrator/lab.js';
+import { CLOUD_IMAGES, deployLab, root } from '../orchestrator/lab.js';
 
 const REGISTRY_PORT = 15041;
 const lab = deployLab('upgrade', '10.97', 40, { topology: '1ctl-2comp', registryPort: REGISTRY_PORT, bmcPort: 16330 });
@@ -28,6 +33,30 @@ const VIP = `${lab.prefix}.20.250`;
 const PROBE = 'stackctl-upgrade-probe';
 const SERVERS = ['srv-0', 'srv-1', 'srv-2', 'srv-3'];
 const temps: string[] = [];
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** `stackctl upgrade ARGS` in a child process, to be killed with SIGKILL. */
+function spawnUpgrade(args: string[]) {
+  const child = spawn(
+    join(root, 'node_modules', '.bin', 'vite-node'),
+    [join(import.meta.dirname, 'upgrade-child.ts'), '--', '-i', lab.inventory, ...args],
+    { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+  return { child, exited, out: () => out };
+}
+
+/** The events log's records (one JSON object a line). */
+function events(): { time: string; kind: string; [k: string]: unknown }[] {
+  const file = lab.inventory.replace(/\.ya?ml$/, '') + '.events.jsonl';
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((l) => l.trim())
+    .map((l) => JSON.parse(l) as { time: string; kind: string });
+}
 
 /** `openstack ...` on the deploy host with the admin openrc; JSON output parsed. */
 function os<T>(openrc: string, args: string): T {
@@ -114,15 +143,13 @@ function stopProbe(): { ok: boolean; at: number }[] {
 }
 
 /** Phases (start, end) from the events log: windows are the control phases whose API is down by design. */
-function phaseTimes(): { phase: string; from: number; to: number }[] {
-  const file = lab.inventory.replace(/\.ya?ml$/, '') + '.events.jsonl';
+function phaseTimes(since: number): { phase: string; from: number; to: number }[] {
   const started = new Map<string, number>();
   const out: { phase: string; from: number; to: number }[] = [];
-  for (const line of readFileSync(file, 'utf8').split('\n')) {
-    if (!line.trim()) continue;
-    const e = JSON.parse(line) as { time: string; kind: string; phase?: string; state?: string };
-    if (e.kind !== 'upgrade.phase' || !e.phase) continue;
-    if (e.state === 'start') started.set(e.phase, Date.parse(e.time));
+  for (const e of events() as { time: string; kind: string; phase?: string; state?: string }[]) {
+    if (e.kind !== 'upgrade.phase' || !e.phase || Date.parse(e.time) < since) continue;
+    // a phase cut by a kill starts again on --resume: it lasted from its first start
+    if (e.state === 'start' && !started.has(e.phase)) started.set(e.phase, Date.parse(e.time));
     if (e.state === 'done' || e.state === 'failed')
       out.push({ phase: e.phase, from: started.get(e.phase) ?? Date.parse(e.time), to: Date.parse(e.time) });
   }
@@ -162,7 +189,7 @@ describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', 
     }
   }, 2_400_000);
 
-  it('updates every OpenStack container, keeps the servers ACTIVE and the APIs answering', async () => {
+  it('updates every OpenStack container through two kills, keeps the servers ACTIVE and the APIs answering', async () => {
     // The phases in which the plan itself declares an API down (offline migration windows, a service on one node).
     const planned = await runCli(
       'upgrade',
@@ -176,24 +203,85 @@ describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', 
       '--json',
     );
     expect(planned.code, planned.stderr).toBe(0);
-    const declared = (JSON.parse(planned.stdout) as { phases: { id: string; availability?: string }[] }).phases
+    const plan = JSON.parse(planned.stdout) as { phases: UpgradePhase[] };
+    const declared = plan.phases
       .filter((p) => p.availability !== undefined && p.availability !== 'rolling')
       .map((p) => p.id);
     process.stderr.write(`phases with a declared API outage: ${declared.join(', ') || 'none'}\n`);
+    // the first DB-migration window, and the one-off container its migration runs in
+    const window = plan.phases.find((p) => p.availability === 'window');
+    const dbMigration = window?.steps
+      .flatMap((s) => s.actions)
+      .find((a): a is Extract<UpgradeAction, { kind: 'migrate' }> => a.kind === 'migrate');
+    expect(dbMigration, 'the plan has no offline migration window to kill the upgrade in').toBeDefined();
+    const oneOff = `stackctl-upgrade-${dbMigration!.service}-${dbMigration!.stage}`;
     // where each server is before anything moves
     type Row = { ID: string; Name: string; Status: string; Host: string };
     const before = os<Row[]>(openrc, 'server list --all-projects --long');
     expect(before.map((r) => r.Status)).toEqual(SERVERS.map(() => 'ACTIVE'));
+    const journalFile = upgradeJournalFileFor(lab.inventory);
     startProbe();
-    await new Promise((r) => setTimeout(r, 3000)); // a few probes before anything moves
-    let text = '';
+    await sleep(3000); // a few probes before anything moves
     const t0 = Date.now();
+
+    // Kill 1: in the DB-migration window, while the migration's container runs if it can be caught.
+    const run1 = spawnUpgrade(['--to', 'zed-update', '--batch', '1']);
+    let caught = false;
+    const migrationDone = (): boolean =>
+      parseUpgradeJournal(readFileSync(journalFile, 'utf8')).some(
+        (r) =>
+          r.type === 'action' && r.state === 'done' && r.key.startsWith(`${window!.id}#`) && / migrate /.test(r.key),
+      );
+    for (let deadline = Date.now() + 1_800_000; Date.now() < deadline; await sleep(100)) {
+      const info = await lab
+        .remote(dbMigration!.node)
+        .docker.inspectContainer(oneOff)
+        .catch(() => undefined);
+      if (info?.state.running) {
+        caught = true;
+        break;
+      }
+      if (existsSync(journalFile) && migrationDone()) break;
+      if ((await Promise.race([run1.exited.then(() => true), sleep(0).then(() => false)])) === true) break;
+    }
+    run1.child.kill('SIGKILL');
+    expect(await run1.exited, run1.out()).toBeNull(); // died of the signal, not of an error
+    process.stderr.write(
+      `kill 1 in ${window!.id} after ${((Date.now() - t0) / 1000).toFixed(1)} s: ` +
+        `${caught ? `while ${oneOff} ran` : 'after its migration ended'}\n`,
+    );
+
+    // Kill 2: in the first compute batch, a few seconds after a live migration was requested.
+    const seen = events().length;
+    const run2 = spawnUpgrade(['--to', 'zed-update', '--resume']);
+    for (let deadline = Date.now() + 1_800_000; Date.now() < deadline; await sleep(200)) {
+      if (
+        events()
+          .slice(seen)
+          .some((e) => e.kind === 'upgrade.migration' && e.state === 'started')
+      )
+        break;
+      if ((await Promise.race([run2.exited.then(() => true), sleep(0).then(() => false)])) === true) break;
+    }
+    await sleep(3000);
+    run2.child.kill('SIGKILL');
+    expect(await run2.exited, run2.out()).toBeNull();
+    const inFlight = os<{ Name: string; Status: string }[]>(openrc, 'server list --all-projects').filter(
+      (r) => r.Status === 'MIGRATING',
+    );
+    process.stderr.write(
+      `kill 2 after ${((Date.now() - t0) / 1000).toFixed(1)} s, live migrations under way: ` +
+        `${inFlight.map((r) => r.Name).join(', ') || 'none'}\n`,
+    );
+
+    // The last run, in this process, goes on to the end.
+    let text = '';
     const report = await runUpgrade(
-      { inventory: lab.inventory, to: 'zed-update', batch: '1' },
+      { inventory: lab.inventory, to: 'zed-update', resume: true },
       { write: (t) => void (text += t), tty: false },
     );
     const upgradeS = (Date.now() - t0) / 1000;
-    await new Promise((r) => setTimeout(r, 3000));
+    await sleep(3000);
     const probes = stopProbe();
     expect(report?.outcome, text).toBe('done');
 
@@ -216,18 +304,41 @@ describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', 
     const servers = os<{ Name: string; Status: string }[]>(openrc, 'server list --all-projects');
     expect(servers.map((s) => `${s.Name} ${s.Status}`).sort()).toEqual(SERVERS.map((s) => `${s} ACTIVE`));
 
-    // every server left its compute (a completed live migration) before that compute's container was replaced
+    // One run, started once and resumed twice; every action done exactly once, the cut migration waited for.
+    const journal = parseUpgradeJournal(readFileSync(journalFile, 'utf8'));
+    const starts = journal.filter((r) => r.type === 'run.start');
+    expect(starts.map((r) => r.type === 'run.start' && r.mode)).toEqual(['new', 'resume', 'resume']);
+    expect(new Set(journal.map((r) => r.run)).size).toBe(1);
+    const doneCount = new Map<string, number>();
+    for (const r of journal)
+      if (r.type === 'action' && r.state === 'done') doneCount.set(r.key, (doneCount.get(r.key) ?? 0) + 1);
+    expect([...doneCount].filter(([, n]) => n !== 1)).toEqual([]);
+    expect([...doneCount.keys()].filter((k) => / (swap|migrate) /.test(k)).length).toBeGreaterThan(0);
+    const cut = journal.find(
+      (r) => r.type === 'action' && r.state === 'done' && r.key.startsWith(`${window!.id}#`) && / migrate /.test(r.key),
+    );
+    if (caught) expect(cut?.type === 'action' && cut.detail).toMatch(/killed upgrade had started, waited for/);
+
+    // every server left its compute (a completed live migration) before that compute's container was replaced,
+    // and no live migration was requested twice
     const migrations = os<
-      { 'Server UUID': string; 'Source Node': string; Status: string; 'Migration Type': string; 'Updated At': string }[]
+      { 'Server UUID': string; 'Source Compute': string; Status: string; Type: string; 'Updated At': string }[]
     >(openrc, '--os-compute-api-version 2.59 server migration list');
+    const live = migrations.filter((m) => m.Type === 'live-migration');
+    process.stderr.write(
+      `Nova's live migrations: ${live.map((m) => `${m['Server UUID'].slice(0, 8)} ${m['Source Compute']} ${m.Status}`).join('; ')}\n`,
+    );
+    expect(live.filter((m) => m.Status !== 'completed')).toEqual([]);
+    const pairs = live.map((m) => `${m['Server UUID']} ${m['Source Compute']}`);
+    expect(pairs.length).toBe(new Set(pairs).size);
     for (const row of before) {
       const info = await lab.remote(row.Host).docker.inspectContainer('nova_compute');
       const swappedAt = Date.parse(info!.state.startedAt);
       const left = migrations.filter(
         (m) =>
           m['Server UUID'] === row.ID &&
-          m['Source Node'] === row.Host &&
-          m['Migration Type'] === 'live-migration' &&
+          m['Source Compute'] === row.Host &&
+          m.Type === 'live-migration' &&
           m.Status === 'completed',
       );
       expect(left.length, `${row.Name} never left ${row.Host}`).toBeGreaterThan(0);
@@ -237,7 +348,7 @@ describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', 
     }
 
     // probes: none failed outside the declared windows (offline migrations: the API is down by design)
-    const phases = phaseTimes();
+    const phases = phaseTimes(t0);
     const windows = phases.filter((p) => declared.includes(p.phase));
     const inWindow = (t: number): boolean => windows.some((w) => t >= w.from - 1000 && t <= w.to + 5000);
     const failedOutside = probes.filter((p) => !p.ok && !inWindow(p.at));
