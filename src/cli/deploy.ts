@@ -1,13 +1,12 @@
 import type { Command } from 'commander';
 import { ExitCode, InputError, UsageError } from '../core/errors.js';
-import { JsonLinesLog, formatEvent, type StackctlEvent } from '../core/events.js';
 import { executeDeploy, predict, type DeployReport, type StepRunner } from '../orchestrator/executor.js';
 import { countByClass, FAILURE_CLASSES } from '../orchestrator/failures.js';
 import { JournalFile, journalFileFor } from '../orchestrator/journal.js';
 import { parseSteps, planDeploy } from '../orchestrator/planner.js';
-import { openPool, remoteFor, type Remote } from '../remote/index.js';
 import { loadAll, planOf } from './context.js';
 import { provisionBeforeDeploy, withDeployNodeOptions, withoutNodes, type DeployNodesOpts } from './deploy-nodes.js';
+import { eventSink, nodeSessions } from './node-sessions.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
 import { out, printIssues, table } from './output.js';
 import { runWithProgress } from './progress.js';
@@ -72,22 +71,8 @@ export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps
   const unprovisionedNodes = unprovisioned.map((p) => p.node);
 
   // Docker and files over one SSH connection per node, to its provisioning address.
-  const pool = openPool(all.inventoryFile);
-  const remotes = new Map<string, Remote>();
-  const connect = (name: string): Remote => {
-    let r = remotes.get(name);
-    if (!r) {
-      const addresses = all.allocation.addresses.get(name) ?? {};
-      const address = addresses.provisioning ?? Object.values(addresses)[0];
-      if (!address) {
-        throw new InputError('E_NODE_ADDRESS', `node ${name} has no address to reach it by SSH`, {
-          hint: 'Give its role the provisioning network.',
-        });
-      }
-      remotes.set(name, (r = remoteFor(pool, { name, address })));
-    }
-    return r;
-  };
+  const sessions = nodeSessions(all);
+  const connect = sessions.connect;
   const t0 = Date.now();
   try {
     if (o.dryRun) {
@@ -107,13 +92,8 @@ export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps
     }
 
     const journal = new JournalFile(journalFileFor(all.inventoryFile), { resume: Boolean(o.resume) });
-    const log = new JsonLinesLog(all.inventoryFile.replace(/\.ya?ml$/, '') + '.events.jsonl');
     const visible = deps.tty && !o.json;
-    const emit = (e: StackctlEvent): void => {
-      log.emit(e);
-      if (o.json) deps.write(JSON.stringify({ time: new Date().toISOString(), ...e }) + '\n');
-      else if (!visible) deps.write(formatEvent(e) + '\n');
-    };
+    const emit = eventSink(all.inventoryFile, { json: o.json, visible, write: deps.write });
     if (!o.json && o.resume) {
       const p = journal.previous;
       deps.write(
@@ -138,8 +118,7 @@ export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps
     if (!report.ok) process.exitCode = ExitCode.REMOTE;
     return report;
   } finally {
-    for (const r of remotes.values()) await r.close();
-    await pool.close();
+    await sessions.close();
   }
 }
 

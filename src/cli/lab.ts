@@ -12,6 +12,7 @@ import { loadAll, type Loaded } from './context.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
 import { out, table } from './output.js';
 import { bmcTargets } from './targets.js';
+import { eventsFileFor } from './node-sessions.js';
 
 /** What `lab bmc start` records (no secrets: names, addresses and a PID). */
 export interface VbmcState {
@@ -153,7 +154,7 @@ export function registerLab(program: Command): Command {
         }),
       );
       mkdirSync(labDir(all), { recursive: true });
-      const log = new JsonLinesLog(all.inventoryFile.replace(/\.ya?ml$/, '') + '.events.jsonl');
+      const log = new JsonLinesLog(eventsFileFor(all.inventoryFile));
       for (const f of fleet) log.emit({ kind: 'vbmc.started', node: f.node, address: f.address });
       const state: VbmcState = {
         pid: process.pid,

@@ -23,6 +23,7 @@ import { inventoryOptions, type CommonOpts } from './options.js';
 import { out, table } from './output.js';
 import { runWithProgress } from './progress.js';
 import { bmcTargets, type SelectOptions } from './targets.js';
+import { eventsFileFor } from './node-sessions.js';
 
 export type LifecycleOpts = CommonOpts & SelectOptions & { json?: boolean; concurrency: string };
 
@@ -52,7 +53,7 @@ export interface Session {
 
 export function openSession(opts: LifecycleOpts, quiet: boolean): Session {
   const all = loadAll(opts);
-  const log = new JsonLinesLog(all.inventoryFile.replace(/\.ya?ml$/, '') + '.events.jsonl');
+  const log = new JsonLinesLog(eventsFileFor(all.inventoryFile));
   const tty = Boolean(process.stderr.isTTY) && !opts.json;
   const emit = (e: StackctlEvent): void => {
     log.emit(e);

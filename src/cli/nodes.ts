@@ -12,6 +12,7 @@ import { bmcTargets, selectNodes, type SelectOptions } from './targets.js';
 import { registerLifecycle } from './nodes-lifecycle.js';
 import { registerProvision } from './nodes-provision.js';
 import { registerTrust } from './trust.js';
+import { eventsFileFor } from './node-sessions.js';
 
 /** Actions of `nodes power`, each a driver call that resolves to the state to report. */
 const POWER_ACTIONS: Readonly<Record<string, (d: BmcDriver) => Promise<string>>> = {
@@ -56,7 +57,7 @@ async function eachNode(
   const all = loadAll(opts);
   const names = selectNodes(all, opts);
   const targets = bmcTargets(all, names);
-  const log = new JsonLinesLog(all.inventoryFile.replace(/\.ya?ml$/, '') + '.events.jsonl');
+  const log = new JsonLinesLog(eventsFileFor(all.inventoryFile));
   const tty = Boolean(process.stderr.isTTY) && !opts.json;
   const emit = (e: StackctlEvent): void => {
     log.emit(e);

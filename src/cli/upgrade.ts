@@ -1,10 +1,8 @@
 import { resolve } from 'node:path';
 import type { Command } from 'commander';
 import { ExitCode, InputError, UsageError } from '../core/errors.js';
-import { JsonLinesLog, formatEvent, type StackctlEvent } from '../core/events.js';
 import type { StepRunner } from '../orchestrator/executor.js';
 import { IDENTITY_ADMIN_PASSWORD, planDeploy, type ContainerWork, type DeployPlan } from '../orchestrator/planner.js';
-import { openPool, remoteFor, type Remote } from '../remote/index.js';
 import { adminCredentials } from '../roles/credentials.js';
 import { NODE_HANDLERS, oneOffRunner } from '../upgrade/actions.js';
 import { cloudClient } from '../upgrade/cloud.js';
@@ -27,6 +25,7 @@ import { checkImagesPresent } from '../upgrade/images.js';
 import { PauseAt, type UpgradeOptions } from '../upgrade/model.js';
 import { planUpgrade } from '../upgrade/planner.js';
 import { loadAll, planOf } from './context.js';
+import { eventSink, nodeSessions } from './node-sessions.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
 import { out, printIssues } from './output.js';
 import { runWithProgress } from './progress.js';
@@ -161,29 +160,10 @@ export async function runUpgrade(
     }
   }
 
-  const pool = openPool(all.inventoryFile);
-  const remotes = new Map<string, Remote>();
-  const connect = (name: string): Remote => {
-    let r = remotes.get(name);
-    if (!r) {
-      const addresses = all.allocation.addresses.get(name) ?? {};
-      const address = addresses.provisioning ?? Object.values(addresses)[0];
-      if (!address) {
-        throw new InputError('E_NODE_ADDRESS', `node ${name} has no address to reach it by SSH`, {
-          hint: 'Give its role the provisioning network.',
-        });
-      }
-      remotes.set(name, (r = remoteFor(pool, { name, address })));
-    }
-    return r;
-  };
-  const log = new JsonLinesLog(all.inventoryFile.replace(/\.ya?ml$/, '') + '.events.jsonl');
+  const sessions = nodeSessions(all);
+  const connect = sessions.connect;
   const visible = deps.tty && !o.json;
-  const emit = (e: StackctlEvent): void => {
-    log.emit(e);
-    if (o.json) deps.write(JSON.stringify({ time: new Date().toISOString(), ...e }) + '\n');
-    else if (!visible) deps.write(formatEvent(e) + '\n');
-  };
+  const emit = eventSink(all.inventoryFile, { json: o.json, visible, write: deps.write });
   const password = all.secrets.services.get(IDENTITY_ADMIN_PASSWORD);
   const credentials =
     (password &&
@@ -242,8 +222,7 @@ export async function runUpgrade(
     return report;
   } finally {
     process.off('SIGINT', onSigint);
-    for (const r of remotes.values()) await r.close().catch(() => undefined);
-    await pool.close();
+    await sessions.close();
   }
 }
 

@@ -17,8 +17,9 @@ import { RemoteError, StackctlError, TimeoutError, messageOf } from '../core/err
 import type { StackctlEvent } from '../core/events.js';
 import { mapLimit } from '../core/concurrency.js';
 import type { Secret } from '../core/secret.js';
-import type { ContainerEngine, ContainerInfo, ExecOptions, ExecResult, RemoteCommand } from '../remote/index.js';
+import type { ContainerEngine, ExecOptions, ExecResult, RemoteCommand } from '../remote/index.js';
 import type { UploadOptions, UploadSource } from '../remote/index.js';
+import { logTail as containerLogTail, waitHealthy as waitContainerHealthy } from './health.js';
 import { identityHash, runIdentityWork } from './identity.js';
 import { EffectKind, effectKey, type Effect, type JournalSink } from './journal.js';
 import { FailureClass, failureOf, rolesOverBudget, tallyRoles, type Failure, type RoleTally } from './failures.js';
@@ -30,7 +31,6 @@ import {
   containerSpec,
   diffConfig,
   diffContainer,
-  healthDeadlineMs,
   parseSha256sum,
   type ConfigDiff,
   type ContainerDiff,
@@ -281,53 +281,17 @@ export async function executeDeploy(
   const change = (step: number, node: string, object: string, name: string, action: string, detail = '', ms = 0) =>
     emit({ kind: 'deploy.change', step, node, object, name, action, detail, ms });
 
-  const logTail = async (docker: ContainerEngine, name: string): Promise<string> => {
-    try {
-      const l = await docker.logs(name, { tail: EXECUTOR_DEFAULTS.logLines });
-      return (l.stdout + l.stderr)
-        .split('\n')
-        .slice(-EXECUTOR_DEFAULTS.logLines - 1)
-        .join('\n');
-    } catch {
-      return '(log unavailable)';
-    }
-  };
-
-  /** Wait for health: Docker's status, or the healthcheck command run by us (Docker waits a whole interval first). */
-  const waitHealthy = async (access: NodeAccess, w: ContainerWork): Promise<void> => {
-    const deadline = now() + healthDeadlineMs(w);
-    const hc = w.definition.healthcheck;
-    const startedAt = now();
-    for (;;) {
-      const info: ContainerInfo | undefined = await access.docker.inspectContainer(w.name);
-      // A restart policy turns an exit into 'restarting': a restart since our start is a failure as well.
-      const exited = !info || ['exited', 'dead', 'restarting'].includes(info.state.status) || info.restartCount > 0;
-      if (exited) {
-        throw new RemoteError(
-          'E_CONTAINER_EXITED',
-          `${w.node}: container ${w.name} ${info ? `exited with ${info.state.exitCode}` : 'disappeared'} after start`,
-          { hint: 'Its log below says why; fix the service file or template and deploy again.' },
-        );
-      }
-      if (info.state.health === 'healthy') return;
-      if (info.state.running) {
-        if (hc) {
-          const r = await access.docker
-            .exec(w.name, hc.test, { timeoutMs: (hc.timeout_s ?? 5) * 1000 })
-            .catch(() => ({ code: -1 }));
-          if (r.code === 0) return;
-        } else if (now() - startedAt >= 2000) return; // no healthcheck: still running after 2 s
-      }
-      if (now() > deadline) {
-        throw new TimeoutError(
-          'E_HEALTH_TIMEOUT',
-          `${w.node}: container ${w.name} not healthy within ${Math.round(healthDeadlineMs(w) / 1000)} s`,
-          { hint: 'The container was left running for inspection; its log below says why.' },
-        );
-      }
-      await sleep(EXECUTOR_DEFAULTS.pollMs);
-    }
-  };
+  const logTail = (docker: ContainerEngine, name: string): Promise<string> =>
+    containerLogTail(docker, name, EXECUTOR_DEFAULTS.logLines);
+  /** Right after our start: a restart since counts as a failure. */
+  const waitHealthy = (access: NodeAccess, w: ContainerWork): Promise<void> =>
+    waitContainerHealthy(access, w, {
+      now,
+      sleep,
+      pollMs: EXECUTOR_DEFAULTS.pollMs,
+      logLines: EXECUTOR_DEFAULTS.logLines,
+      restartsFail: true,
+    });
 
   /** Wait until the service answers through HAProxy on the internal VIP (any status below 500). */
   const waitFrontend = async (access: NodeAccess, w: ContainerWork, url: string): Promise<void> => {

@@ -17,9 +17,10 @@ import {
   plainRunner,
   type NodeAccess,
 } from '../orchestrator/executor.js';
+import { logTail as containerLogTail, waitHealthy as waitContainerHealthy } from '../orchestrator/health.js';
 import { MemoryJournal } from '../orchestrator/journal.js';
 import type { ContainerWork, DeployPlan, DeployStep } from '../orchestrator/planner.js';
-import { LABEL, containerSpec, healthDeadlineMs } from '../orchestrator/state.js';
+import { LABEL, containerSpec } from '../orchestrator/state.js';
 import type { ActionHandler, ActionHandlers, OneOffResult, UpgradeContext } from './context.js';
 import type { ContainerSwap, UpgradeAction } from './model.js';
 import { containersOf } from './runner.js';
@@ -49,17 +50,8 @@ const SERVER_STATE = { drain: 'drain', enable: 'ready' } as const;
 type Of<K extends UpgradeAction['kind']> = Extract<UpgradeAction, { kind: K }>;
 
 /** The end of a container's log, or a note that it could not be read. */
-async function logTail(access: NodeAccess, name: string): Promise<string> {
-  try {
-    const l = await access.docker.logs(name, { tail: EXECUTOR_DEFAULTS.logLines });
-    return (l.stdout + l.stderr)
-      .split('\n')
-      .slice(-EXECUTOR_DEFAULTS.logLines - 1)
-      .join('\n');
-  } catch {
-    return '(log unavailable)';
-  }
-}
+const logTail = (access: NodeAccess, name: string): Promise<string> =>
+  containerLogTail(access.docker, name, EXECUTOR_DEFAULTS.logLines);
 
 /** Pull the images a node lacks. */
 export const pull: ActionHandler<Of<'pull'>> = async (a, ctx) => {
@@ -293,45 +285,19 @@ export const stop: ActionHandler<Of<'stop'>> = async (a, ctx) => {
   return `${stopped} stopped and removed, ${a.containers.length - stopped} already gone`;
 };
 
-/** Wait until a container is healthy (its healthcheck, or running for 2 s without one). */
-export async function waitHealthy(ctx: UpgradeContext, w: ContainerWork): Promise<void> {
-  const access = ctx.connect(w.node);
-  const deadline = ctx.now() + healthDeadlineMs(w);
-  const startedAt = ctx.now();
-  const hc = w.definition.healthcheck;
-  for (;;) {
-    const info = await access.docker.inspectContainer(w.name);
-    if (!info || ['exited', 'dead'].includes(info.state.status)) {
-      throw new RemoteError(
-        'E_CONTAINER_EXITED',
-        `${w.node}: container ${w.name} (${w.service}) ${info ? `exited with ${info.state.exitCode}` : 'is missing'}`,
-        {
-          hint: 'Its log below says why.',
-          details: { node: w.node, log: info ? await logTail(access, w.name) : '' },
-        },
-      );
-    }
-    if (info.state.health === 'healthy') return;
-    if (info.state.running) {
-      if (hc) {
-        const r = await access.docker
-          .exec(w.name, hc.test, { timeoutMs: (hc.timeout_s ?? 5) * 1000 })
-          .catch(() => ({ code: -1 }));
-        if (r.code === 0) return;
-      } else if (ctx.now() - startedAt >= 2000) return;
-    }
-    if (ctx.now() > deadline || ctx.signal?.aborted) {
-      throw new TimeoutError(
-        'E_HEALTH_TIMEOUT',
-        `${w.node}: container ${w.name} (${w.service}) not healthy within ${Math.round(healthDeadlineMs(w) / 1000)} s`,
-        {
-          hint: 'The container was left running for inspection; its log below says why.',
-          details: { node: w.node, log: await logTail(access, w.name) },
-        },
-      );
-    }
-    await ctx.sleep(EXECUTOR_DEFAULTS.pollMs);
-  }
+/**
+ * Wait until a container is healthy (its healthcheck, or running for 2 s without one). Restarts Docker
+ * made before are not held against it: this gate also checks containers the upgrade did not start.
+ */
+export function waitHealthy(ctx: UpgradeContext, w: ContainerWork): Promise<void> {
+  return waitContainerHealthy(ctx.connect(w.node), w, {
+    now: ctx.now,
+    sleep: ctx.sleep,
+    pollMs: EXECUTOR_DEFAULTS.pollMs,
+    logLines: EXECUTOR_DEFAULTS.logLines,
+    restartsFail: false,
+    ...(ctx.signal ? { signal: ctx.signal } : {}),
+  });
 }
 
 /** Health gate: every target container of the services on the node is healthy. */

@@ -324,15 +324,18 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
     }
 
     // Online (or no) migrations: expand, restart node by node behind HAProxy, migrate, contract.
+    const liveNodes = everyNode.filter((n) => live.some((s) => nodesOf.get(s)!.includes(n)));
+    const rolling = live.every((s) => svc(s).upgrade.rolling);
+    // rolling behind HAProxy, but with one node to roll over: its API is down while that node restarts
+    const singleNode = rolling && liveNodes.length === 1 && live.some((s) => (svc(s).haproxy ?? []).length > 0);
     if (live.length) {
       for (const s of live) {
         if (!svc(s).upgrade.contract?.length && svc(s).upgrade.expand?.length) backup(s);
         migrate(s, 'expand');
       }
-      const nodes = everyNode.filter((n) => live.some((s) => nodesOf.get(s)!.includes(n)));
-      const rolling = live.every((s) => svc(s).upgrade.rolling);
+      const nodes = liveNodes;
       const serial = rolling ? rollingSerial(catalog, live, nodes, roleOf) : nodes.length;
-      if (rolling && nodes.length === 1 && live.some((s) => (svc(s).haproxy ?? []).length > 0)) {
+      if (singleNode) {
         warnings.push(`${live.join(', ')} run(s) on one node only (${nodes[0]}): the API is down while it restarts`);
       }
       for (let i = 0; i < nodes.length; i += serial) {
@@ -357,14 +360,7 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
       }
     }
 
-    const liveNodes = everyNode.filter((n) => live.some((s) => nodesOf.get(s)!.includes(n)));
-    const availability = offline.length
-      ? 'window'
-      : !live.every((s) => svc(s).upgrade.rolling)
-        ? 'all-at-once'
-        : liveNodes.length === 1 && live.some((s) => (svc(s).haproxy ?? []).length > 0)
-          ? 'single-node'
-          : 'rolling';
+    const availability = offline.length ? 'window' : !rolling ? 'all-at-once' : singleNode ? 'single-node' : 'rolling';
     const pause =
       offline.length && pauseAt === PauseAt.MIGRATION
         ? { reason: `offline migration of ${offline.join(', ')}: its API goes down on every node` }

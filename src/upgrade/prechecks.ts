@@ -583,40 +583,59 @@ const checkHealthy: Handler<'check-healthy'> = async (action, ctx) => {
   return `${action.service} healthy on ${action.nodes.join(', ')}`;
 };
 
-const checkGalera: Handler<'check-galera'> = async (_action, ctx) => {
-  const { galera, findings } = await statusOf(ctx);
-  if (galera.state === ViewState.NOT_DEPLOYED) return 'no MariaDB in the plan';
-  if (galera.state === ViewState.OK) {
-    const standalone = galera.members.every((m) => m.wsrepOn === false);
-    return standalone
-      ? 'MariaDB standalone (one server, no replication)'
-      : `Galera synced, ${galera.expected} member(s)`;
-  }
-  const why = findings.filter((f) => f.subject === 'galera' || f.subject === 'node').map(findingText);
-  throw new RemoteError(
-    'E_PRECHECK_GALERA',
-    `Galera is not complete and synced (${galera.expected} member(s) planned): ${galera.members.map(describeGaleraMember).join('; ')}`,
-    {
-      hint: 'Every member must be Synced in a Primary cluster of the planned size before an upgrade restarts any of them. Nothing was stopped.',
-      details: { expected: galera.expected, members: galera.members, findings: why },
-    },
-  );
-};
+/** A cluster the upgrade needs complete, as the status collector sees it. */
+interface ClusterCheck<V extends StatusReport['galera'] | StatusReport['rabbitmq']> {
+  readonly code: string;
+  /** The finding subject of its members' problems. */
+  readonly subject: string;
+  readonly view: (r: StatusReport) => V;
+  readonly absent: string;
+  readonly ok: (v: V) => string;
+  readonly problem: (v: V) => string;
+  readonly hint: string;
+}
 
-const checkRabbit: Handler<'check-rabbitmq'> = async (_action, ctx) => {
-  const { rabbitmq, findings } = await statusOf(ctx);
-  if (rabbitmq.state === ViewState.NOT_DEPLOYED) return 'no RabbitMQ in the plan';
-  if (rabbitmq.state === ViewState.OK) return `RabbitMQ cluster complete, ${rabbitmq.expected} node(s) running`;
-  const why = findings.filter((f) => f.subject === 'rabbitmq' || f.subject === 'node').map(findingText);
-  throw new RemoteError(
-    'E_PRECHECK_RABBITMQ',
-    `the RabbitMQ cluster is not complete (${rabbitmq.expected} node(s) planned): ${rabbitmq.members.map(describeRabbitMember).join('; ')}`,
-    {
-      hint: 'Every broker must run in one partition-free cluster without alarms before an upgrade. Nothing was stopped.',
-      details: { expected: rabbitmq.expected, members: rabbitmq.members, findings: why },
-    },
-  );
-};
+/** A precheck over one cluster: fine, absent from the plan, or refused with each member's state. */
+function clusterCheck<V extends StatusReport['galera'] | StatusReport['rabbitmq']>(
+  c: ClusterCheck<V>,
+): (action: unknown, ctx: UpgradeContext) => Promise<string> {
+  return async (_action, ctx) => {
+    const report = await statusOf(ctx);
+    const v = c.view(report);
+    if (v.state === ViewState.NOT_DEPLOYED) return c.absent;
+    if (v.state === ViewState.OK) return c.ok(v);
+    const why = report.findings.filter((f) => f.subject === c.subject || f.subject === 'node').map(findingText);
+    throw new RemoteError(c.code, c.problem(v), {
+      hint: c.hint,
+      details: { expected: v.expected, members: v.members, findings: why },
+    });
+  };
+}
+
+const checkGalera: Handler<'check-galera'> = clusterCheck({
+  code: 'E_PRECHECK_GALERA',
+  subject: 'galera',
+  view: (r) => r.galera,
+  absent: 'no MariaDB in the plan',
+  ok: (g) =>
+    g.members.every((m) => m.wsrepOn === false)
+      ? 'MariaDB standalone (one server, no replication)'
+      : `Galera synced, ${g.expected} member(s)`,
+  problem: (g) =>
+    `Galera is not complete and synced (${g.expected} member(s) planned): ${g.members.map(describeGaleraMember).join('; ')}`,
+  hint: 'Every member must be Synced in a Primary cluster of the planned size before an upgrade restarts any of them. Nothing was stopped.',
+});
+
+const checkRabbit: Handler<'check-rabbitmq'> = clusterCheck({
+  code: 'E_PRECHECK_RABBITMQ',
+  subject: 'rabbitmq',
+  view: (r) => r.rabbitmq,
+  absent: 'no RabbitMQ in the plan',
+  ok: (q) => `RabbitMQ cluster complete, ${q.expected} node(s) running`,
+  problem: (q) =>
+    `the RabbitMQ cluster is not complete (${q.expected} node(s) planned): ${q.members.map(describeRabbitMember).join('; ')}`,
+  hint: 'Every broker must run in one partition-free cluster without alarms before an upgrade. Nothing was stopped.',
+});
 
 const checkImages: Handler<'check-images'> = async (action, ctx) => {
   // NOTE: the references carry the registry the nodes pull from (cloud.registry or the manifest's).

@@ -4,12 +4,12 @@
  * environment, a failing command named with the end of its stderr.
  */
 import { describe, expect, it } from 'vitest';
-import { StackctlError } from '../../src/core/errors.js';
 import { Secret } from '../../src/core/secret.js';
 import type { NodeAccess } from '../../src/orchestrator/executor.js';
 import type { ContainerWork, DeployPlan } from '../../src/orchestrator/planner.js';
 import type { ContainerInfo, ContainerEngine, ExecResult } from '../../src/remote/index.js';
 import { clientCandidates, cloudClient } from '../../src/upgrade/cloud.js';
+import { rejection } from '../helpers/errors.js';
 
 const PASSWORD = 'S3cret-admin-pw';
 const credentials = { OS_AUTH_URL: 'http://10.0.0.5:5000/v3', OS_USERNAME: 'admin', OS_PASSWORD: new Secret(PASSWORD) };
@@ -66,15 +66,6 @@ function nodes(spec: Record<string, { down?: boolean; stopped?: string[]; answer
   };
   return { connect, calls };
 }
-
-const rejection = async (p: Promise<unknown>): Promise<StackctlError> => {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(StackctlError);
-  return err as StackctlError;
-};
 
 describe('cloudClient', () => {
   it('prefers keystone, then nova_api, node by node in plan order', () => {

@@ -6,10 +6,10 @@
  * runner.
  */
 import { describe, expect, it } from 'vitest';
-import { StackctlError } from '../../src/core/errors.js';
 import type { StackctlEvent } from '../../src/core/events.js';
 import { EVACUATION_DEFAULTS, EvacuationFailed, novaEnable, novaEvacuate } from '../../src/upgrade/evacuate.js';
 import { FakeNova, fakeContext, type FakeHost, type FakeServer } from './fake-nova.js';
+import { rejection } from '../helpers/errors.js';
 
 const FLAVORS = [
   { id: 'f-small', name: 'm1.small', vcpus: 1, ram: 2048, disk: 20 },
@@ -34,14 +34,6 @@ const server = (id: string, on: string, over: Partial<FakeServer> = {}): FakeSer
 });
 const migrations = (events: readonly StackctlEvent[]) =>
   events.flatMap((e) => (e.kind === 'upgrade.migration' ? [`${e.server} ${e.state} ${e.from}->${e.to}`] : []));
-const rejection = async (p: Promise<unknown>): Promise<StackctlError> => {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(StackctlError);
-  return err as StackctlError;
-};
 
 describe('novaEvacuate', () => {
   it('disables the batch, live-migrates its running instances two at a time and leaves the hosts empty', async () => {

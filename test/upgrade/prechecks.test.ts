@@ -7,7 +7,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { StackctlError } from '../../src/core/errors.js';
 import type { ContainerInfo, ExecResult } from '../../src/remote/index.js';
 import type { OneOffResult, UpgradeContext } from '../../src/upgrade/context.js';
 import type { UpgradeAction } from '../../src/upgrade/model.js';
@@ -23,6 +22,7 @@ import {
 } from '../../src/upgrade/prechecks.js';
 import { deployed, fakeEngine, labPlan, workOn } from '../status/fixture.js';
 import { FakeNova, fakeContext } from './fake-nova.js';
+import { rejection } from '../helpers/errors.js';
 
 const sample = (name: string): string =>
   readFileSync(join(import.meta.dirname, '..', 'status', 'samples', name), 'utf8');
@@ -205,14 +205,6 @@ function novaView(change: (services: Record<string, unknown>[]) => void = () => 
 
 const run = (a: UpgradeAction, ctx: UpgradeContext): Promise<string> =>
   (PRECHECK_HANDLERS as Record<string, (a: UpgradeAction, c: UpgradeContext) => Promise<string>>)[a.kind]!(a, ctx);
-const rejection = async (p: Promise<unknown>): Promise<StackctlError> => {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(StackctlError);
-  return err as StackctlError;
-};
 
 describe('check-healthy, check-galera, check-rabbitmq', () => {
   it('pass on a healthy cloud, from one status collection shared by every check of the context', async () => {

@@ -9,12 +9,12 @@ import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { StackctlError } from '../../src/core/errors.js';
 import type { ExecOptions, RemoteCommand } from '../../src/remote/index.js';
 import type { UpgradeContext } from '../../src/upgrade/context.js';
 import { BUILTIN_HOOKS } from '../../src/upgrade/hooks.js';
 import { BUILTIN_HOOK_RUNNERS, hookHandler, type HookAction } from '../../src/upgrade/run-hooks.js';
 import { FakeNova, fakeContext } from './fake-nova.js';
+import { rejection } from '../helpers/errors.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'stackctl-hooks-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -42,14 +42,6 @@ const hook = (over: Partial<HookAction>): HookAction => ({
   nodes: ['cmp-0', 'cmp-1'],
   ...over,
 });
-const rejection = async (p: Promise<unknown>): Promise<StackctlError> => {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(StackctlError);
-  return err as StackctlError;
-};
 
 describe('inventory hooks on the deploy host', () => {
   it('spawns the command without a shell, with the STACKCTL_* variables in its environment', async () => {
