@@ -250,6 +250,8 @@ export function formatUpgradeReport(r: UpgradeReport, command: string): string {
   if (r.outcome === RunOutcome.PAUSED && r.pause) {
     s += `upgrade to ${r.target} PAUSED before ${r.pause.phase}: ${r.pause.reason} (${took})\n`;
     s += `  run '${command} --continue' to go on\n`;
+  } else if (r.outcome === RunOutcome.FAILED && r.refused) {
+    s += `upgrade to ${r.target} REFUSED by the prechecks, nothing was changed (${took})\n  fix the cause above, then run the upgrade again\n`;
   } else if (r.outcome === RunOutcome.FAILED) {
     s += `upgrade to ${r.target} FAILED (${took})\n  fix the cause above, then run '${command} --resume'\n`;
   } else {

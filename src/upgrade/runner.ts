@@ -83,6 +83,11 @@ export interface UpgradeReport {
   };
   /** Whether the inventory's cloud.release was set to the target. */
   readonly releaseWritten: boolean;
+  /**
+   * True when the run failed in its prechecks: nothing was changed, so the run is closed
+   * and the next one starts afresh (with this target or another), not with --resume.
+   */
+  readonly refused?: boolean;
 }
 
 /** What the runner needs besides the context (CONVENTIONS.md 8). */
@@ -194,6 +199,7 @@ export async function runUpgrade(ctx: UpgradeContext, deps: RunnerDeps): Promise
   let budget: UpgradeReport['budget'];
   let pause: UpgradeReport['pause'];
   let outcome: RunOutcome = RunOutcome.DONE;
+  let refused = false;
 
   /** Run one action with its journal records and events; rejects when it failed. */
   const perform = async (phase: UpgradePhase, step: number, a: UpgradeAction): Promise<void> => {
@@ -367,6 +373,11 @@ export async function runUpgrade(ctx: UpgradeContext, deps: RunnerDeps): Promise
     emit({ kind: 'upgrade.phase', phase: phase.id, title: phase.title, state: row.state, ms: row.ms });
     if (!ok && (phase.kind !== 'batches' || ctx.signal?.aborted)) {
       outcome = RunOutcome.FAILED;
+      // Refused before anything changed: close the run, so that the next one is a new one.
+      if (phase.kind === 'precheck') {
+        refused = true;
+        journal.end(false);
+      }
       break;
     }
     if (!ok) {
@@ -417,6 +428,7 @@ export async function runUpgrade(ctx: UpgradeContext, deps: RunnerDeps): Promise
     backups,
     ...(budget ? { budget } : {}),
     releaseWritten,
+    ...(refused ? { refused: true } : {}),
   };
 }
 

@@ -73,6 +73,26 @@ describe('the upgrade runner', () => {
     expect(r.phases.every((p) => p.state === 'done')).toBe(true);
   });
 
+  it('closes a run refused by its prechecks: nothing changed, so the next run starts afresh', async () => {
+    const plan = updatePlan();
+    const images = plan.phases[0]!.steps.flatMap((s) => s.actions).find((a) => a.kind === 'check-images')!;
+    const { handlers, calls } = recordingHandlers({
+      fail: new Map([[`check-images ${subjectOf(images)}`, undefined]]),
+    });
+    const file = journalFile();
+    const { ctx } = fakeContext(plan);
+    const r = await runUpgrade(ctx, { handlers, journal: journal(file, plan, RunMode.NEW), mode: RunMode.NEW });
+    expect(r.outcome).toBe(RunOutcome.FAILED);
+    expect(r.refused).toBe(true);
+    expect(r.phases.filter((p) => p.state !== 'not-run').map((p) => `${p.id} ${p.state}`)).toEqual([
+      `${plan.phases[0]!.id} failed`,
+    ]);
+    expect(calls.every((c) => c.kind.startsWith('check-'))).toBe(true);
+    // the journal records the run as ended: a new run opens, --resume has nothing to go on with
+    expect(() => journal(file, plan, RunMode.RESUME)).toThrow(/no open upgrade run/);
+    expect(() => journal(file, plan, RunMode.NEW)).not.toThrow();
+  });
+
   it('treats a step as a barrier: one node in order, nodes in parallel, the next step after all', async () => {
     const drain: UpgradeAction = { kind: 'drain', node: 'a', frontends: ['glance_api'] };
     const enable: UpgradeAction = { kind: 'enable', node: 'a', frontends: ['glance_api'] };

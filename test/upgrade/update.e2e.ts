@@ -9,7 +9,7 @@
  * outside the declared windows. `npm run test:e2e:upgrade`.
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadAll } from '../../src/cli/context.js';
@@ -189,6 +189,101 @@ describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', 
     }
   }, 2_400_000);
 
+  it('refuses at the prechecks and changes nothing: an image not built, no room to evacuate a batch', async () => {
+    const docker = (node: string) => lab.remote(node).docker;
+    /** Every container of the cloud: its ID and when it started (a restart or a swap changes them). */
+    const containers = async (): Promise<string[]> => {
+      const out: string[] = [];
+      for (const node of lab.nodes())
+        for (const c of await docker(node).listContainers({ labels: { [LABEL.cloud]: 'upgrade' } })) {
+          const i = await docker(node).inspectContainer(c.name);
+          out.push(`${node}/${c.name} ${i?.id} ${i?.state.startedAt}`);
+        }
+      return out.sort();
+    };
+    type Svc = { Binary: string; Host: string; Status: string };
+    const computes = () =>
+      os<Svc[]>(openrc, 'compute service list')
+        .filter((r) => r.Binary === 'nova-compute')
+        .map((r) => `${r.Host} ${r.Status}`)
+        .sort();
+    await lab.reconnect();
+    const before = await containers();
+    const enabled = computes();
+    expect(enabled.every((c) => c.endsWith(' enabled'))).toBe(true);
+
+    // A manifest naming an image that was never built: refused by the registry check.
+    const releases = tempDir('stackctl-releases-');
+    temps.push(releases);
+    for (const f of readdirSync(defaultReleasesDir())) copyFileSync(join(defaultReleasesDir(), f), join(releases, f));
+    writeFileSync(
+      join(releases, 'zed-unbuilt.yaml'),
+      readFileSync(join(releases, 'zed-update.yaml'), 'utf8')
+        .replace('name: zed-update', 'name: zed-unbuilt')
+        .replace('keystone: { tag: zed-2', 'keystone: { tag: zed-9'),
+    );
+    const unbuilt = await runCli('upgrade', '-i', lab.inventory, '--releases', releases, '--to', 'zed-unbuilt');
+    const out1 = unbuilt.stdout + unbuilt.stderr;
+    expect(unbuilt.code, out1).toBe(5);
+    expect(out1).toMatch(/E_IMAGE_NOT_IN_REGISTRY/);
+    expect(out1).toMatch(/keystone:zed-9/);
+    expect(out1).toMatch(/REFUSED by the prechecks, nothing was changed/);
+
+    // Two servers of 700,000 MiB, one on each compute (the fake driver has 800,000 at a ratio of 1.5):
+    // neither compute can take the other's, so no batch can be evacuated.
+    os(openrc, 'flavor create --ram 700000 --vcpus 1 --disk 0 m1.huge');
+    const big = ['big-0', 'big-1'].map((name) =>
+      os<{ status: string; 'OS-EXT-SRV-ATTR:host': string }>(
+        openrc,
+        `--os-compute-api-version 2.37 server create --flavor m1.huge --image lab-tiny --nic none --wait ${name}`,
+      ),
+    );
+    expect(big.map((b) => b.status)).toEqual(['ACTIVE', 'ACTIVE']);
+    expect(new Set(big.map((b) => b['OS-EXT-SRV-ATTR:host'])).size, 'the scheduler put both on one compute').toBe(2);
+    const noRoom = await runCli('upgrade', '-i', lab.inventory, '--to', 'zed-update', '--batch', '1');
+    const out2 = noRoom.stdout + noRoom.stderr;
+    expect(noRoom.code, out2).toBe(5);
+    expect(out2).toMatch(/E_EVACUATION_CAPACITY/);
+    expect(out2).toMatch(/MiB memory/);
+    expect(out2).toMatch(/REFUSED by the prechecks, nothing was changed/);
+    process.stderr.write(
+      `refusals:\n${[out1, out2]
+        .map((o) =>
+          o
+            .split('\n')
+            .filter((l) => /E_[A-Z_]+/.test(l))
+            .join('\n'),
+        )
+        .join('\n')}\n`,
+    );
+
+    // Nothing stopped, restarted or disabled; no live migration was requested.
+    await lab.reconnect();
+    expect(await containers()).toEqual(before);
+    expect(computes()).toEqual(enabled);
+    expect(
+      os<{ Type: string }[]>(openrc, '--os-compute-api-version 2.59 server migration list').filter(
+        (m) => m.Type === 'live-migration',
+      ),
+    ).toEqual([]);
+    execFileSync(
+      'docker',
+      [
+        'run',
+        '--rm',
+        '--network',
+        'host',
+        '-v',
+        `${openrc}:/root/openrc:ro`,
+        CLIENT_IMAGE,
+        'sh',
+        '-c',
+        '. /root/openrc && openstack server delete --wait big-0 big-1 && openstack flavor delete m1.huge',
+      ],
+      { timeout: 300_000 },
+    );
+  }, 1_800_000);
+
   it('updates every OpenStack container through two kills, keeps the servers ACTIVE and the APIs answering', async () => {
     // The phases in which the plan itself declares an API down (offline migration windows, a service on one node).
     const planned = await runCli(
@@ -305,10 +400,16 @@ describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', 
     expect(servers.map((s) => `${s.Name} ${s.Status}`).sort()).toEqual(SERVERS.map((s) => `${s} ACTIVE`));
 
     // One run, started once and resumed twice; every action done exactly once, the cut migration waited for.
-    const journal = parseUpgradeJournal(readFileSync(journalFile, 'utf8'));
+    const records = parseUpgradeJournal(readFileSync(journalFile, 'utf8'));
+    // the two runs refused at the prechecks were closed; this one was started once and resumed twice
+    const refusedRuns = records.filter((r) => r.type === 'run.end' && !r.ok).map((r) => r.run);
+    expect(refusedRuns.length).toBe(2);
+    const mainRun = records.filter((r) => r.type === 'run.start' && r.mode === 'new').at(-1)!.run;
+    expect(refusedRuns).not.toContain(mainRun);
+    const journal = records.filter((r) => r.run === mainRun);
     const starts = journal.filter((r) => r.type === 'run.start');
     expect(starts.map((r) => r.type === 'run.start' && r.mode)).toEqual(['new', 'resume', 'resume']);
-    expect(new Set(journal.map((r) => r.run)).size).toBe(1);
+    expect(journal.filter((r) => r.type === 'run.end').map((r) => r.type === 'run.end' && r.ok)).toEqual([true]);
     const doneCount = new Map<string, number>();
     for (const r of journal)
       if (r.type === 'action' && r.state === 'done') doneCount.set(r.key, (doneCount.get(r.key) ?? 0) + 1);
