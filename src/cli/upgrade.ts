@@ -196,7 +196,7 @@ export async function runUpgrade(
       cloud: cloudClient({ connect, plan: currentDeploy, credentials }),
       targetWork: (node, container) => targetWorks.get(`${node}/${container}`),
       currentWork: (node, container) => currentWorks.get(`${node}/${container}`),
-      oneOff: oneOffRunner({ cloud: targetDeploy.cloud, connect, now, sleep }),
+      oneOff: oneOffRunner({ cloud: targetDeploy.cloud, run: journal.run, connect, now, sleep }),
       emit,
       now,
       sleep,

@@ -396,12 +396,16 @@ export const migrate: ActionHandler<Of<'migrate'>> = async (a, ctx) => {
       },
     );
   }
-  return r.adopted ? `${a.stage} done (the run a killed upgrade had started, waited for)` : `${a.stage} done`;
+  if (r.adopted === 'running') return `${a.stage} done (started before the kill: waited for, not run again)`;
+  if (r.adopted === 'finished') return `${a.stage} done (started before the kill, ended well: not run again)`;
+  return `${a.stage} done`;
 };
 
 /** What a one-off container runner needs. */
 export interface OneOffDeps {
   readonly cloud: string;
+  /** The upgrade run: a run resumed after a kill finds its own one-off containers by it. */
+  readonly run?: string;
   readonly connect: (node: string) => NodeAccess;
   readonly now: () => number;
   readonly sleep: (ms: number) => Promise<void>;
@@ -417,11 +421,18 @@ export function oneOffRunner(deps: OneOffDeps): UpgradeContext['oneOff'] {
     const access = deps.connect(node);
     const name = `stackctl-upgrade-${opts.name ?? work.name}`.replace(/[^a-zA-Z0-9_.-]/g, '-');
     const { healthcheck: _h, ...spec } = containerSpec(deps.cloud, work);
-    const digest = sha256(canonicalJson({ image, command }));
-    // A killed run may have left this very container running (a migration half done): wait for it rather
-    // than cut it. Anything else under that name is a leftover, removed.
+    // The run, image and command: what a resumed run recognises as its own.
+    const digest = sha256(canonicalJson({ run: deps.run ?? '', image, command }));
+    // This run, killed, may have left this very container: still running (a migration half done: wait
+    // for it rather than cut it), or finished well (done: not again). Anything else is removed.
     const left = await access.docker.inspectContainer(name);
-    const adopted = left?.state.running === true && left.labels[LABEL.oneOff] === digest;
+    const ours = left !== undefined && left.labels[LABEL.oneOff] === digest;
+    const adopted =
+      ours && left.state.running
+        ? 'running'
+        : ours && left.state.status === 'exited' && left.state.exitCode === 0
+          ? 'finished'
+          : undefined; // never started (killed between create and start), or failed: run afresh
     if (!adopted) {
       await access.docker.removeContainer(name, { force: true });
       // NOTE: the prechecks run the target's own checks before the pull phase: fetch that one image first.
@@ -442,7 +453,11 @@ export function oneOffRunner(deps: OneOffDeps): UpgradeContext['oneOff'] {
       for (;;) {
         const info = await access.docker.inspectContainer(name);
         if (!info?.state.running)
-          return { code: info?.state.exitCode ?? -1, log: await logTail(access, name), adopted };
+          return {
+            code: info?.state.exitCode ?? -1,
+            log: await logTail(access, name),
+            ...(adopted ? { adopted } : {}),
+          };
         if (deps.now() > deadline) {
           throw new TimeoutError(
             'E_ONE_OFF_TIMEOUT',

@@ -18,8 +18,11 @@ export interface OneOffResult {
   readonly code: number;
   /** The end of its log (stdout and stderr). */
   readonly log: string;
-  /** True when it was found still running, started by a run that was killed, and waited for. */
-  readonly adopted?: boolean;
+  /**
+   * Set when this run had started it before it was killed: found still `running` (and waited
+   * for), or found `finished` with exit status 0 (the migration is done: not run again).
+   */
+  readonly adopted?: 'running' | 'finished';
 }
 
 /** Where the OpenStack client runs, with admin credentials in its environment (never in argv). */

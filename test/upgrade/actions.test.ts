@@ -25,13 +25,14 @@ function recordingNode(
     socket?: (line: string) => string;
     exec?: (argv: readonly string[]) => { code: number; stdout: string; stderr: string };
     exitCode?: number;
-    /** A container found running under that name with those labels, for that many inspections. */
-    running?: { name: string; labels: Record<string, string>; polls: number };
+    /** A container a killed run left: running for `polls` inspections, then `status` (default exited) with `exitCode`. */
+    leftover?: { name: string; labels: Record<string, string>; polls: number; status?: string; exitCode?: number };
   } = {},
 ) {
   const log: string[] = [];
   const containers = opts.containers ?? new Set<string>();
-  if (opts.running) containers.add(opts.running.name);
+  let leftover = opts.leftover;
+  if (leftover) containers.add(leftover.name);
   const access: NodeAccess = {
     node,
     exec: async (command: RemoteCommand) => {
@@ -42,18 +43,19 @@ function recordingNode(
     files: { upload: async () => 0 },
     docker: {
       inspectContainer: async (name: string) => {
-        const r = opts.running?.name === name && opts.running.polls-- > 0 ? opts.running : undefined;
-        return containers.has(name) || r
+        const l = leftover?.name === name ? leftover : undefined;
+        const running = l !== undefined && l.polls-- > 0;
+        return containers.has(name)
           ? {
               id: name,
               name,
               image: 'img',
               imageId: '',
-              labels: r?.labels ?? {},
+              labels: l?.labels ?? {},
               state: {
-                status: r ? 'running' : 'exited',
-                running: r !== undefined,
-                exitCode: opts.exitCode ?? 0,
+                status: running ? 'running' : (l?.status ?? 'exited'),
+                running,
+                exitCode: l?.exitCode ?? opts.exitCode ?? 0,
                 startedAt: '',
                 finishedAt: '',
                 oomKilled: false,
@@ -66,6 +68,7 @@ function recordingNode(
       removeContainer: async (name: string) => {
         log.push(`remove ${name}`);
         containers.delete(name);
+        if (leftover?.name === name) leftover = undefined;
       },
       createContainer: async (spec: { name: string; image: string; command?: readonly string[]; restart?: string }) => {
         log.push(`create ${spec.name} ${spec.image} ${spec.command?.join(' ')} restart=${spec.restart}`);
@@ -204,7 +207,7 @@ describe('upgrade actions', () => {
     expect(n.log[n.log.length - 1]).toBe('remove stackctl-upgrade-keystone-offline');
   });
 
-  it('waits for the migration a killed run left running instead of cutting it, and starts anything else afresh', async () => {
+  it('finds the migration this run started before a kill: waits for it running, takes it finished well, else runs it afresh', async () => {
     const w = {
       ...work('ctl-0', 'keystone', 'keystone', 'r/keystone:zed-1'),
       definition: { name: 'keystone', image: 'keystone', volumes: [], healthcheck: { test: ['true'] } },
@@ -231,21 +234,53 @@ describe('upgrade actions', () => {
     });
     expect(Object.keys(labels)).toContain('org.stackctl.one-off');
 
-    const same = recordingNode('ctl-0', { running: { name, labels, polls: 3 } });
-    const r = await oneOffRunner({ ...deps, connect: () => same.access })('ctl-0', w, 'r/keystone:zed-2', argv, {
-      name: 'keystone-offline',
-    });
-    expect(r).toMatchObject({ code: 0, adopted: true });
-    expect(same.log.filter((l) => l.startsWith('create') || l.startsWith('start'))).toEqual([]);
-    expect(same.log.at(-1)).toBe(`remove ${name}`);
+    const deps2 = { ...deps, run: 'r1' };
+    const rerun = (n: ReturnType<typeof recordingNode>, image = 'r/keystone:zed-2') =>
+      oneOffRunner({ ...deps2, connect: () => n.access })('ctl-0', w, image, argv, { name: 'keystone-offline' });
+    // the labels this run (r1) puts on it
+    const mine = recordingNode('ctl-0');
+    const ours: Record<string, string> = {};
+    await oneOffRunner({
+      ...deps2,
+      connect: () =>
+        ({
+          ...mine.access,
+          docker: {
+            ...mine.access.docker,
+            createContainer: async (spec: { labels?: Record<string, string> }) => {
+              Object.assign(ours, spec.labels);
+              return mine.access.docker.createContainer(spec as never);
+            },
+          },
+        }) as NodeAccess,
+    })('ctl-0', w, 'r/keystone:zed-2', argv, { name: 'keystone-offline' });
+    expect(ours['org.stackctl.one-off']).not.toBe(labels['org.stackctl.one-off']); // the run is part of it
 
-    // another command under that name (a different target) is cut and run afresh
-    const other = recordingNode('ctl-0', { running: { name, labels, polls: 1 } });
-    const r2 = await oneOffRunner({ ...deps, connect: () => other.access })('ctl-0', w, 'r/keystone:zed-3', argv, {
-      name: 'keystone-offline',
-    });
-    expect(r2.adopted).toBe(false);
-    expect(other.log[0]).toBe(`remove ${name}`);
+    // still running: waited for, not started again
+    const running = recordingNode('ctl-0', { leftover: { name, labels: ours, polls: 3 } });
+    expect(await rerun(running)).toMatchObject({ code: 0, adopted: 'running' });
+    expect(running.log.filter((l) => l.startsWith('create') || l.startsWith('start'))).toEqual([]);
+    expect(running.log.at(-1)).toBe(`remove ${name}`);
+
+    // ended well after the kill: done, not run again
+    const finished = recordingNode('ctl-0', { leftover: { name, labels: ours, polls: 0 } });
+    expect(await rerun(finished)).toMatchObject({ code: 0, adopted: 'finished' });
+    expect(finished.log.filter((l) => l.startsWith('create') || l.startsWith('start'))).toEqual([]);
+
+    // failed, never started, another run's, another target's: removed and run afresh
+    for (const leftover of [
+      { name, labels: ours, polls: 0, exitCode: 1 },
+      { name, labels: ours, polls: 0, status: 'created' },
+      { name, labels, polls: 1 },
+    ]) {
+      const n = recordingNode('ctl-0', { leftover });
+      const r = await rerun(n);
+      expect(r.adopted, JSON.stringify(leftover)).toBeUndefined();
+      expect(n.log[0]).toBe(`remove ${name}`);
+      expect(n.log).toContain(`create ${name} r/keystone:zed-2 keystone-manage db_sync restart=no`);
+    }
+    const other = recordingNode('ctl-0', { leftover: { name, labels: ours, polls: 1 } });
+    expect((await rerun(other, 'r/keystone:zed-3')).adopted).toBeUndefined();
     expect(other.log).toContain(`create ${name} r/keystone:zed-3 keystone-manage db_sync restart=no`);
   });
 

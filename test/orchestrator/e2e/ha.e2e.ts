@@ -1,7 +1,9 @@
 /**
  * The HA control plane on a 3ctl-2comp container lab: Galera across the three controllers, a
  * RabbitMQ cluster of three, HAProxy + keepalived holding the VIPs, Keystone behind them; then the
- * keepalived master's node goes down and the cloud keeps issuing tokens. `npm run test:e2e:ha`.
+ * keepalived master's node goes down and the cloud keeps issuing tokens. Before the failover, the
+ * compute tier with four servers and a live migration, then a rolling update to zed-update under
+ * a probe of the APIs through the VIP. `npm run test:e2e:ha`.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -11,11 +13,22 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadAll, planOf } from '../../../src/cli/context.js';
 import type { Remote } from '../../../src/remote/index.js';
 import { imageRef } from '../../../src/roles/release.js';
+import { runUpgrade } from '../../../src/cli/upgrade.js';
 import { runCli } from '../../helpers/cli.js';
+import {
+  buildTargetImages,
+  containersOffTarget,
+  openstackJson,
+  phaseTimes,
+  probeFigures,
+  startProbe,
+  upgradePlan,
+} from '../../upgrade/lab-upgrade.js';
 import { release } from '../../images/fixture.js';
 import { CLOUD_IMAGES, deployLab } from '../lab.js';
 
-const lab = deployLab('ha', '10.94', 900, { topology: '3ctl-2comp', registryPort: 15001, bmcPort: 16230 });
+const REGISTRY_PORT = 15001;
+const lab = deployLab('ha', '10.94', 900, { topology: '3ctl-2comp', registryPort: REGISTRY_PORT, bmcPort: 16230 });
 const SERVICES = 'haproxy,keepalived,mariadb,rabbitmq,memcached,keystone';
 const CLIENT_IMAGE = imageRef(release, 'openstack-base')!;
 const CONTROLLERS = ['ctl-0', 'ctl-1', 'ctl-2'];
@@ -326,12 +339,13 @@ describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () =
       const moved = os<Server>(`server show ${victim.id}`);
       expect(moved.status).toBe('ACTIVE');
       expect(moved['OS-EXT-SRV-ATTR:host']).toBe(to);
-      const migrations = os<{ 'Migration Type': string; Status: string; 'Source Node': string; 'Dest Node': string }[]>(
+      // the client's column for the migration type is 'Type'
+      const migrations = os<{ Type: string; Status: string; 'Source Node': string; 'Dest Node': string }[]>(
         `--os-compute-api-version 2.59 server migration list --server ${victim.id}`,
       );
       expect(migrations).toContainEqual(
         expect.objectContaining({
-          'Migration Type': 'live-migration',
+          Type: 'live-migration',
           Status: 'completed',
           'Source Node': from,
           'Dest Node': to,
@@ -341,6 +355,51 @@ describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () =
       rmSync(dir, { recursive: true, force: true });
     }
   }, 1_800_000);
+
+  it('a rolling update under a probe (zed -> zed-update, batch 1): the APIs answer outside the declared windows', async () => {
+    const built = await buildTargetImages(REGISTRY_PORT);
+    timings.push(['zed-update images built and pushed', Math.round(built * 10) / 10]);
+    const dir = mkdtempSync(join(tmpdir(), 'stackctl-ha-upgrade-'));
+    const temps = [dir];
+    try {
+      const openrc = join(dir, 'admin.openrc');
+      expect((await runCli('openrc', '-i', lab.inventory, '-o', openrc)).code).toBe(0);
+      const plan = await upgradePlan(lab.inventory, ['--to', 'zed-update', '--batch', '1']);
+      process.stderr.write(`phases with a declared API outage: ${plan.declared.join(', ') || 'none'}\n`);
+      // three controllers: only offline migration windows may take an API down, nothing for lack of nodes
+      expect(
+        plan.phases
+          .filter((p) => p.availability === 'single-node' || p.availability === 'all-at-once')
+          .map((p) => p.id),
+      ).toEqual([]);
+      type Row = { ID: string; Name: string; Status: string; Host: string };
+      const before = openstackJson<Row[]>(openrc, 'server list --all-projects --long');
+      expect(before.length).toBeGreaterThan(0);
+      const probe = startProbe(lab.inventory, VIP, 'stackctl-ha-probe', temps);
+      await sleep(3000);
+      const t1 = Date.now();
+      let text = '';
+      const report = await runUpgrade(
+        { inventory: lab.inventory, to: 'zed-update', batch: '1' },
+        { write: (t) => void (text += t), tty: false },
+      );
+      timings.push(['upgrade --to zed-update --batch 1 (3 controllers, 2 computes)', seconds(t1)]);
+      await sleep(3000);
+      const probes = probe.stop();
+      expect(report?.outcome, text).toBe('done');
+      await lab.reconnect();
+      expect(await containersOffTarget(lab, 'ha')).toEqual([]);
+      const after = openstackJson<Row[]>(openrc, 'server list --all-projects --long');
+      expect(after.map((r) => `${r.Name} ${r.Status}`).sort()).toEqual(before.map((r) => `${r.Name} ACTIVE`).sort());
+      const figures = probeFigures(probes, phaseTimes(lab.inventory, t1), plan.declared);
+      process.stderr.write(`HA update: ${figures.text}`);
+      expect(probes.length).toBeGreaterThan(20);
+      expect(figures.failedOutside.map((p) => new Date(p.at).toISOString())).toEqual([]);
+    } finally {
+      execFileSync('docker', ['rm', '-f', 'stackctl-ha-probe'], { stdio: 'ignore' });
+      for (const d of temps) rmSync(d, { recursive: true, force: true });
+    }
+  }, 3_600_000);
 
   it("the keepalived master's node goes down: the VIP moves, Galera keeps quorum with 2 of 3, tokens are still issued", async () => {
     const master = await vipHolder(CONTROLLERS);

@@ -1,0 +1,221 @@
+/**
+ * What the upgrade lab tests share (`npm run test:e2e:upgrade`, `npm run test:e2e:ha`): the
+ * OpenStack client on the deploy host, the target images built and pushed to the lab's registry,
+ * the probe (a Keystone token and Nova's server list through the VIP every 100 ms), the phases'
+ * times from the events log, and the probe's figures against the plan's declared outages.
+ */
+import { execFileSync } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { loadAll } from '../../src/cli/context.js';
+import { eventsFileFor } from '../../src/cli/node-sessions.js';
+import { defaultReleasesDir } from '../../src/core/paths.js';
+import { buildImages } from '../../src/images/build.js';
+import { LABEL } from '../../src/orchestrator/state.js';
+import type { ContainerEngine } from '../../src/remote/index.js';
+import { pushImages } from '../../src/images/registry.js';
+import { imageRef, loadRelease } from '../../src/roles/release.js';
+import type { UpgradePhase } from '../../src/upgrade/model.js';
+import { runCli, tempDir } from '../helpers/cli.js';
+import { dockerOrFail, release } from '../images/fixture.js';
+import { CLOUD_IMAGES } from '../orchestrator/lab.js';
+
+export const TARGET = loadRelease(defaultReleasesDir(), 'zed-update');
+export const CLIENT_IMAGE = imageRef(release, 'openstack-base')!;
+
+/** `openstack ARGS -f json` on the deploy host with the admin openrc, parsed. */
+export function openstackJson<T>(openrc: string, args: string): T {
+  return JSON.parse(openstack(openrc, `${args} -f json`)) as T;
+}
+
+/** `openstack ARGS` on the deploy host with the admin openrc: its output. */
+export function openstack(openrc: string, args: string): string {
+  return execFileSync(
+    'docker',
+    [
+      'run',
+      '--rm',
+      '--network',
+      'host',
+      '-v',
+      `${openrc}:/root/openrc:ro`,
+      CLIENT_IMAGE,
+      'sh',
+      '-c',
+      `. /root/openrc && openstack ${args}`,
+    ],
+    { encoding: 'utf8', timeout: 300_000 },
+  );
+}
+
+/** Build the zed-update images (Docker's cache makes a second build quick) and push them to the lab's registry. */
+export async function buildTargetImages(registryPort: number): Promise<number> {
+  const engine = await dockerOrFail();
+  const t0 = Date.now();
+  await buildImages(engine, { release: TARGET, only: [...CLOUD_IMAGES] });
+  await pushImages(engine, TARGET, `127.0.0.1:${registryPort}`, [...CLOUD_IMAGES], () => undefined);
+  return (Date.now() - t0) / 1000;
+}
+
+/** The plan's phases (`upgrade --plan --json`) and the ids of those with an API outage by design. */
+export async function upgradePlan(
+  inventory: string,
+  args: readonly string[],
+): Promise<{ phases: UpgradePhase[]; declared: string[] }> {
+  const planned = await runCli('upgrade', '-i', inventory, ...args, '--plan', '--json');
+  if (planned.code !== 0) throw new Error(`upgrade --plan failed: ${planned.stderr}`);
+  const phases = (JSON.parse(planned.stdout) as { phases: UpgradePhase[] }).phases;
+  const declared = phases.filter((p) => p.availability !== undefined && p.availability !== 'rolling').map((p) => p.id);
+  return { phases, declared };
+}
+
+/**
+ * The probe's script: a token (password from a mounted file, never in argv) then the server
+ * list, through the internal VIP, every 100 ms; one line `ok|fail <epoch ms>` per try.
+ */
+const probeScript = (vip: string): string => `
+while :; do
+  s=$(date +%s%3N)
+  tok=$(curl -s -m 5 -o /dev/null -D - -H 'Content-Type: application/json' -d @/probe/auth.json \\
+        http://${vip}:5000/v3/auth/tokens | awk 'tolower($1)=="x-subject-token:" {print $2}' | tr -d '\\r')
+  ok=fail
+  if [ -n "$tok" ]; then
+    printf 'X-Auth-Token: %s\\n' "$tok" > /tmp/h
+    code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' -H @/tmp/h http://${vip}:8774/v2.1/servers)
+    [ "$code" = 200 ] && ok=ok
+  fi
+  echo "$ok $s"
+  sleep 0.1
+done
+`;
+
+/** One try of the probe. */
+export interface ProbeResult {
+  readonly ok: boolean;
+  readonly at: number;
+}
+
+/** A probe container on the deploy host; `stop()` removes it and returns its tries. */
+export function startProbe(
+  inventory: string,
+  vip: string,
+  name: string,
+  temps: string[],
+): { stop: () => ProbeResult[] } {
+  const dir = tempDir('stackctl-probe-');
+  temps.push(dir);
+  const password = loadAll({ inventory }).secrets!.services.get('keystone_admin_password')!;
+  const auth = {
+    auth: {
+      identity: {
+        methods: ['password'],
+        password: { user: { name: 'admin', domain: { name: 'Default' }, password: password.reveal() } },
+      },
+      scope: { project: { name: 'admin', domain: { name: 'Default' } } },
+    },
+  };
+  writeFileSync(join(dir, 'auth.json'), JSON.stringify(auth), { mode: 0o644 });
+  writeFileSync(join(dir, 'probe.sh'), probeScript(vip));
+  execFileSync('docker', ['rm', '-f', name], { stdio: 'ignore' });
+  execFileSync('docker', [
+    'run',
+    '-d',
+    '--name',
+    name,
+    '--network',
+    'host',
+    '-v',
+    `${dir}:/probe:ro`,
+    CLIENT_IMAGE,
+    'sh',
+    '/probe/probe.sh',
+  ]);
+  return {
+    stop: () => {
+      const out = execFileSync('docker', ['logs', name], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+      execFileSync('docker', ['rm', '-f', name], { stdio: 'ignore' });
+      return out
+        .split('\n')
+        .map((l) => l.trim().split(' '))
+        .filter((f) => f.length === 2 && (f[0] === 'ok' || f[0] === 'fail'))
+        .map(([s, t]) => ({ ok: s === 'ok', at: Number(t) }));
+    },
+  };
+}
+
+/** The events log's records. */
+export function events(inventory: string): { time: string; kind: string; [k: string]: unknown }[] {
+  return readFileSync(eventsFileFor(inventory), 'utf8')
+    .split('\n')
+    .filter((l) => l.trim())
+    .map((l) => JSON.parse(l) as { time: string; kind: string });
+}
+
+/** Each phase's start and end since `since`; a phase cut by a kill lasted from its first start. */
+export function phaseTimes(inventory: string, since: number): { phase: string; from: number; to: number }[] {
+  const started = new Map<string, number>();
+  const out: { phase: string; from: number; to: number }[] = [];
+  for (const e of events(inventory) as { time: string; kind: string; phase?: string; state?: string }[]) {
+    if (e.kind !== 'upgrade.phase' || !e.phase || Date.parse(e.time) < since) continue;
+    if (e.state === 'start' && !started.has(e.phase)) started.set(e.phase, Date.parse(e.time));
+    if (e.state === 'done' || e.state === 'failed')
+      out.push({ phase: e.phase, from: started.get(e.phase) ?? Date.parse(e.time), to: Date.parse(e.time) });
+  }
+  return out;
+}
+
+/** The probe against the declared outages: success share, longest gap, failures outside them; and a printout. */
+export function probeFigures(
+  probes: readonly ProbeResult[],
+  phases: readonly { phase: string; from: number; to: number }[],
+  declared: readonly string[],
+): { okShare: number; longestGapMs: number; failedOutside: ProbeResult[]; text: string } {
+  const windows = phases.filter((p) => declared.includes(p.phase));
+  // a second of slack before a window, five after it (HAProxy's health checks mark the backend up again)
+  const inWindow = (t: number): boolean => windows.some((w) => t >= w.from - 1000 && t <= w.to + 5000);
+  const failedOutside = probes.filter((p) => !p.ok && !inWindow(p.at));
+  let longestGapMs = 0;
+  let lastOk = probes[0]?.at ?? 0;
+  for (const p of probes) {
+    if (p.ok) {
+      longestGapMs = Math.max(longestGapMs, p.at - lastOk);
+      lastOk = p.at;
+    }
+  }
+  const okShare = probes.filter((p) => p.ok).length / Math.max(1, probes.length);
+  const text =
+    `probes ${probes.length}, success ${(okShare * 100).toFixed(1)} %, longest gap ${(longestGapMs / 1000).toFixed(1)} s, ` +
+    `failed outside the declared outages ${failedOutside.length}\n` +
+    phases
+      .map(
+        (p) =>
+          `  ${p.phase.padEnd(40)} ${((p.to - p.from) / 1000).toFixed(1)} s${declared.includes(p.phase) ? ' (declared outage)' : ''}\n`,
+      )
+      .join('');
+  return { okShare, longestGapMs, failedOutside, text };
+}
+
+/** What the tag check needs of a lab. */
+interface LabNodes {
+  nodes(): string[];
+  remote(node: string): { docker: Pick<ContainerEngine, 'listContainers' | 'inspectContainer'> };
+}
+
+/**
+ * The cloud's containers whose image is not the target's (`node/name image`). The lab's registry
+ * stands in for the manifest's: namespace, key and tag are compared.
+ */
+export async function containersOffTarget(lab: LabNodes, cloud: string): Promise<string[]> {
+  const off: string[] = [];
+  for (const node of lab.nodes()) {
+    const docker = lab.remote(node).docker;
+    for (const c of await docker.listContainers({ labels: { [LABEL.cloud]: cloud } })) {
+      const info = await docker.inspectContainer(c.name);
+      const key = Object.keys(TARGET.images).find((k) => info?.image.includes(`/${k}:`));
+      if (!key) continue;
+      if (!new RegExp(`/${TARGET.namespace}/${key}:${TARGET.images[key]!.tag}$`).test(info!.image))
+        off.push(`${node}/${c.name} ${info!.image}`);
+    }
+  }
+  return off;
+}
