@@ -128,6 +128,23 @@ describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', 
 
     // Two servers of 700,000 MiB, one on each compute (the fake driver has 800,000 at a ratio of 1.5):
     // neither compute can take the other's, so no batch can be evacuated.
+    // (the admin project's default RAM quota, 50 GiB, would refuse them first)
+    execFileSync(
+      'docker',
+      [
+        'run',
+        '--rm',
+        '--network',
+        'host',
+        '-v',
+        `${openrc}:/root/openrc:ro`,
+        CLIENT_IMAGE,
+        'sh',
+        '-c',
+        '. /root/openrc && openstack quota set --ram -1 admin',
+      ],
+      { timeout: 300_000 },
+    );
     os(openrc, 'flavor create --ram 700000 --vcpus 1 --disk 0 m1.huge');
     const big = ['big-0', 'big-1'].map((name) =>
       os<{ status: string; 'OS-EXT-SRV-ATTR:host': string }>(

@@ -292,6 +292,17 @@ describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () =
     const { report, text } = await lab.deploy();
     timings.push(['deploy of the compute tier on top', seconds(t0)]);
     expect(report?.ok, text).toBe(true);
+    // Memory per node: the sum of its service containers' usage, as its own Docker reports it.
+    for (const node of lab.nodes()) {
+      const r = await lab
+        .remote(node)
+        .exec(['docker', 'stats', '--no-stream', '--format', '{{.Name}} {{.MemUsage}}'], { timeoutMs: 60_000 });
+      const rows = r.stdout.trim().split('\n').filter(Boolean);
+      const mib = rows
+        .map((l) => /^(\S+) ([\d.]+)(KiB|MiB|GiB)/.exec(l))
+        .reduce((sum, m) => sum + (m ? Number(m[2]) * { KiB: 1 / 1024, MiB: 1, GiB: 1024 }[m[3] as 'MiB'] : 0), 0);
+      process.stderr.write(`memory ${node}: ${mib.toFixed(0)} MiB in ${rows.length} containers\n`);
+    }
     const dir = mkdtempSync(join(tmpdir(), 'stackctl-ha-openrc-'));
     try {
       const openrc = join(dir, 'admin.openrc');
