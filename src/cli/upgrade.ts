@@ -37,6 +37,7 @@ export interface UpgradeOpts extends CommonOpts {
   pauseAt?: string;
   maxFailPercent?: string;
   canary?: boolean;
+  fastForward?: boolean;
   plan?: boolean;
   resume?: boolean;
   continue?: boolean;
@@ -85,11 +86,13 @@ function planOptions(o: UpgradeOpts, previous: RunOptions | undefined): UpgradeO
   const batch = wholeNumber(o.batch, '--batch') ?? (typeof previous?.batch === 'number' ? previous.batch : undefined);
   const maxFailPercent = wholeNumber(o.maxFailPercent, '--max-fail-percent') ?? previous?.maxFailPercent;
   const canary = o.canary ?? previous?.canary;
+  const fastForward = o.fastForward ?? previous?.fastForward;
   return {
     pauseAt: pauseAt as PauseAt,
     ...(batch !== undefined ? { batch } : {}),
     ...(maxFailPercent !== undefined ? { maxFailPercent } : {}),
     ...(canary ? { canary: true } : {}),
+    ...(fastForward ? { fastForward: true } : {}),
   };
 }
 
@@ -270,6 +273,7 @@ export function registerUpgrade(program: Command): void {
     .option('--pause-at <point>', `stop and wait for --continue: ${Object.values(PauseAt).join(', ')} (default never)`)
     .option('--max-fail-percent <p>', 'failure budget of the compute batches, percent of their nodes (default 0)')
     .option('--canary', 'upgrade one compute first, then pause')
+    .option('--fast-forward', "a target that skips releases: each API down for its window, computes inside Nova's")
     .option('--check-images [registry]', "with --plan: ask the registry (default: the plan's) for every target image")
     .option('--resume', 'go on with the open run after a failure or a crash (actions done are not done again)')
     .option('--continue', 'go on with the open run past the pause it stopped at')

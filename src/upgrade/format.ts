@@ -44,12 +44,13 @@ export function formatUpgradePlan(plan: UpgradePlan): string {
   const kind =
     plan.kind === 'update'
       ? `update within OpenStack ${from.openstack}`
-      : `major upgrade, ${plan.releasesAhead} release(s) ahead`;
+      : `major upgrade, ${plan.releasesAhead} release(s) ahead${plan.fastForward ? ', fast-forward' : ''}`;
   let s = `Upgrade of cloud ${plan.cloud} (${kind}): ${from.release} (${from.openstack} ${from.series}, ${from.suite}) -> ${to.release} (${to.openstack} ${to.series}, ${to.suite})\n`;
   const o = plan.options;
   s +=
     `Options: batch ${o.batch === 'role' ? "the role's update_serial" : o.batch}, pause at ${o.pauseAt}, ` +
-    `max fail ${o.maxFailPercent}%, canary ${o.canary ? 'yes' : 'no'}\n`;
+    `max fail ${o.maxFailPercent}%, canary ${o.canary ? 'yes' : 'no'}${o.fastForward ? ', fast-forward' : ''}\n`;
+  if (plan.fastForward) s += fastForwardText(plan.fastForward);
   for (const w of plan.warnings) s += `warning: ${w}\n`;
   s += '\nCHANGES\n';
   for (const c of plan.changes) {
@@ -70,6 +71,16 @@ export function formatUpgradePlan(plan: UpgradePlan): string {
       for (const a of st.actions) s += `            ${formatAction(a)}\n`;
     });
   });
+  return s;
+}
+
+/** The fast-forward lines of the plan's header: what is skipped, what goes down, what rides along. */
+function fastForwardText(ff: NonNullable<UpgradePlan['fastForward']>): string {
+  let s =
+    `Fast-forward: skips ${ff.skipped.length} release(s) (${list(ff.skipped)}); the rolling guarantees hold ` +
+    `from one release to the next only, so every API is down for its window: ${list(ff.windows)}\n`;
+  for (const r of ff.riders) s += `  ${r.service} stops and starts inside ${r.phase} (no evacuation, no batches)\n`;
+  if (ff.rolling.length) s += `  rolling as in any upgrade (no migration, no skew rule): ${list(ff.rolling)}\n`;
   return s;
 }
 

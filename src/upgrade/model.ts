@@ -158,6 +158,25 @@ export interface UpgradeOptions {
   readonly maxFailPercent?: number;
   /** First batch is one node, then a pause. */
   readonly canary?: boolean;
+  /**
+   * Plan a target that skips releases (more than one series ahead) as a fast-forward:
+   * each changed OpenStack service's API down for its window, migrated in one go, and
+   * the computes that could not lag that far moved inside their control plane's window.
+   * Ignored, with a warning, for an update or a target one release ahead.
+   */
+  readonly fastForward?: boolean;
+}
+
+/** What a fast-forward plan does differently (absent from every other plan). */
+export interface FastForward {
+  /** The series between the current and the target, e.g. `2023.1 antelope`. */
+  readonly skipped: readonly string[];
+  /** Services planned as an offline window: their API is down on every node for it. */
+  readonly windows: readonly string[];
+  /** Batched services moved inside another service's window instead of in batches. */
+  readonly riders: readonly { readonly service: string; readonly phase: string }[];
+  /** Changed services that declare neither a migration nor a skew rule: they roll as in any upgrade. */
+  readonly rolling: readonly string[];
 }
 
 /** The whole upgrade, printable with --plan and stable as JSON. */
@@ -178,11 +197,15 @@ export interface UpgradePlan {
   };
   /** Series releases the target is ahead of the current (0 for an update). */
   readonly releasesAhead: number;
+  /** Present when the plan is a fast-forward one (`--fast-forward` and a target that skips releases). */
+  readonly fastForward?: FastForward;
   readonly options: {
     readonly batch: number | 'role';
     readonly pauseAt: PauseAt;
     readonly maxFailPercent: number;
     readonly canary: boolean;
+    /** Whether the plan is a fast-forward one (optional: journals of older runs lack it). */
+    readonly fastForward?: boolean;
   };
   readonly changes: readonly ServiceChange[];
   /** Services of the cloud whose images do not change: left running. */

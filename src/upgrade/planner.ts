@@ -8,6 +8,12 @@
  * phase per service or per group of services that must move together, in
  * `requires` order (deploy step, then name, breaks ties) -> computes in
  * batches -> post-upgrade hooks.
+ *
+ * A target that skips releases (more than one series ahead) is refused unless
+ * planned as a fast-forward (`fastForward`): OpenStack's rolling guarantees hold
+ * from one release to the next only, so each changed OpenStack service gets an
+ * offline window (stopped everywhere, every migration in one go, started), and
+ * computes that may not lag that far stop and start inside Nova's window.
  */
 import { InputError, StackctlError, UsageError } from '../core/errors.js';
 import type { HookPoint, Inventory } from '../inventory/schema.js';
@@ -20,6 +26,8 @@ import {
   PauseAt,
   UpgradeKind,
   type ContainerSwap,
+  type FastForward,
+  type MigrationStage,
   type UpgradeAction,
   type UpgradeOptions,
   type UpgradePhase,
@@ -27,7 +35,16 @@ import {
   type UpgradeStep,
   type ServiceChange,
 } from './model.js';
-import { checkSkew, isBatched, moveTogether, seriesOrdinal, type SkewViolation } from './skew.js';
+import {
+  checkSkew,
+  isBatched,
+  isVersioned,
+  moveTogether,
+  mustMoveWith,
+  seriesOrdinal,
+  skippedSeries,
+  type SkewViolation,
+} from './skew.js';
 
 /** Inputs of the planner. */
 export interface UpgradeInput {
@@ -40,32 +57,67 @@ export interface UpgradeInput {
   readonly options?: UpgradeOptions;
 }
 
-/** The plan would break a version-skew rule of a service file; nothing was done. */
+/**
+ * The plan would break a version-skew rule of a service file, or its target
+ * skips releases and `--fast-forward` was not asked for (`skip`: what a
+ * fast-forward would do with this cloud); nothing was done.
+ */
 export class SkewRefused extends InputError {
   readonly violations: readonly SkewViolation[];
-  constructor(violations: readonly SkewViolation[], current: Release, target: Release) {
+  constructor(violations: readonly SkewViolation[], current: Release, target: Release, skip?: FastForward) {
     const name = (v: SkewViolation): string =>
       v.behind < 0
         ? `${v.service} would run ${-v.behind} release(s) ahead of ${v.relativeTo}`
         : `${v.service} would run ${v.behind} release(s) behind ${v.relativeTo} (allowed: ${v.allowed})`;
+    const ahead = seriesOrdinal(target.series) - seriesOrdinal(current.series);
+    const reasons = [
+      ...(skip ? [`${target.name} is ${ahead} releases after ${current.name}, ${skipText(skip)}`] : []),
+      ...violations.map((v) => `${name(v)} after phase ${v.after}`),
+    ];
     super(
       'E_UPGRADE_SKEW',
       `upgrade ${current.name} (${current.openstack} ${current.series}) -> ${target.name} (${target.openstack} ${target.series}) refused: ` +
-        violations.map((v) => `${name(v)} after phase ${v.after}`).join('; '),
+        reasons.join('; '),
       {
-        hint:
-          'Upgrade through the releases in between, one at a time: upgrade.skew in each service file says how far ' +
-          'it may lag the service it follows.',
+        hint: skip
+          ? fastForwardHint(skip)
+          : 'Upgrade through the releases in between, one at a time: upgrade.skew in each service file says how far ' +
+            'it may lag the service it follows.',
         details: {
           from: { release: current.name, openstack: current.openstack, series: current.series },
           to: { release: target.name, openstack: target.openstack, series: target.series },
           violations: violations.map((v) => ({ ...v })),
+          ...(skip ? { releasesAhead: ahead, fastForward: skip } : {}),
         },
       },
     );
     this.violations = violations;
   }
 }
+
+/** `skipping 4 (2023.1 antelope, ...)`. */
+function skipText(ff: FastForward): string {
+  return `skipping ${ff.skipped.length} (${ff.skipped.join(', ')})`;
+}
+
+/** Why a target that skips releases is refused, and what `--fast-forward` would do instead. */
+function fastForwardHint(ff: FastForward): string {
+  const riders = ff.riders.map((r) => `${r.service} stops and starts inside ${r.phase} (no evacuation, no batches)`);
+  return (
+    "OpenStack's rolling-upgrade guarantees (online migrations, RPC and compute version skew) hold from one " +
+    'release to the next only, not across a skip. Either upgrade through the releases in between, one at a ' +
+    'time, or plan it with --fast-forward: every API of ' +
+    `${ff.windows.join(', ')} is down for its window (stopped on every node, backed up, every migration run ` +
+    `once, restarted)${riders.length ? `; ${riders.join('; ')}` : ''}.`
+  );
+}
+
+/** The migration commands a fast-forward window runs, in this order, per migration kind. */
+const WINDOW_STAGES: Readonly<Record<Service['upgrade']['migration'], readonly MigrationStage[]>> = {
+  none: [],
+  online: ['expand', 'migrate', 'contract'],
+  offline: ['offline'],
+};
 
 /** Build the upgrade plan. Throws StackctlError (nothing is touched) when inputs do not allow one. */
 export function planUpgrade(input: UpgradeInput): UpgradePlan {
@@ -136,7 +188,17 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
   const changed = used.filter((s) => swapsOf.has(s));
   const unchanged = used.filter((s) => !swapsOf.has(s));
   const control = changed.filter((s) => !isBatched(catalog, s));
-  const batched = changed.filter((s) => isBatched(catalog, s));
+  const groups = orderGroups(catalog, control, moveTogether(catalog, control));
+  const releasesAhead = toOrd - fromOrd;
+  // What --fast-forward does with this cloud; computed always: a refused skip-level plan names it.
+  const ff = fastForwardOf(
+    groups,
+    changed.filter((s) => isBatched(catalog, s)),
+  );
+  const fastForward = opts.fastForward === true && releasesAhead > 1;
+  const windowed = new Set(fastForward ? ff.windows : []);
+  const riders = new Map(fastForward ? ff.riders.map((r) => [r.service, r.phase]) : []);
+  const batched = changed.filter((s) => isBatched(catalog, s) && !riders.has(s));
   const swapsOn = (services: readonly string[], node: string): ContainerSwap[] =>
     services.flatMap((s) => swapsOf.get(s)!.filter((w) => w.node === node));
 
@@ -148,6 +210,13 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
       `the images move from Debian ${current.distro.suite} to ${target.distro.suite}; the nodes' host OS is not upgraded`,
     );
   }
+  if (opts.fastForward && !fastForward) {
+    warnings.push(
+      `--fast-forward ignored: ${target.name} is ${releasesAhead === 0 ? `an update within ${current.openstack}` : `the release after ${current.name}`}, ` +
+        'which skips nothing: it is planned as without the flag',
+    );
+  }
+  if (fastForward) warnings.push(...fastForwardWarnings(ff));
 
   // What every outcome of the plan says about the move itself.
   const header = {
@@ -155,8 +224,9 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
     kind,
     from: summary(current),
     to: summary(target),
-    releasesAhead: toOrd - fromOrd,
-    options: optionSummary(opts, pauseAt),
+    releasesAhead,
+    ...(fastForward ? { fastForward: ff } : {}),
+    options: optionSummary(opts, pauseAt, fastForward),
   };
   if (changed.length === 0) {
     return {
@@ -177,6 +247,12 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
     const nodes = remaining.filter((n) => roleOf.get(n) === role);
     const size = opts.batch ?? catalog.roles.get(role)!.update_serial;
     for (let i = 0; i < nodes.length; i += size) batches.push(nodes.slice(i, i + size));
+  }
+  if (riders.size && !batches.length && (opts.canary || opts.batch !== undefined || pauseAt === PauseAt.BATCH)) {
+    warnings.push(
+      `--canary, --batch and --pause-at batch have no compute batch to act on: ${[...riders.keys()].join(', ')} ` +
+        'move(s) inside the control-plane windows',
+    );
   }
 
   // Prechecks.
@@ -260,38 +336,46 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
 
   // Control plane, group by group in requires order.
   const dbNode = nodesOf.get('mariadb')?.[0];
-  for (const group of orderGroups(catalog, control, moveTogether(catalog, control))) {
+  /** The backup step of a service whose file asks for one and that has databases. */
+  const backupSteps = (s: string): UpgradeStep[] => {
+    const dbs = (svc(s).databases ?? []).map((d) => d.name);
+    return svc(s).upgrade.backup_database && dbs.length
+      ? [
+          step(`back up the ${s} database`, [
+            { kind: 'backup', service: s, node: dbNode ?? bootstrap(s), databases: dbs },
+          ]),
+        ]
+      : [];
+  };
+  /** One step per command of a migration stage, run once on the bootstrap node with the target image. */
+  const migrateSteps = (s: string, stage: MigrationStage): UpgradeStep[] =>
+    (svc(s).upgrade[stage] ?? []).map((command) =>
+      step(`${s}: ${stage} (once, on ${bootstrap(s)})`, [
+        {
+          kind: 'migrate',
+          stage,
+          service: s,
+          node: bootstrap(s),
+          container: svc(s).containers[0]!.name,
+          image: targetImageOf(s, 0),
+          command,
+        },
+      ]),
+    );
+  for (const group of groups) {
     const id = `control:${group.join('+')}`;
+    if (group.some((s) => windowed.has(s))) {
+      const withIt = [...riders].filter(([, p]) => p === id).map(([s]) => s);
+      for (const s of [...group, ...withIt]) phaseOf.set(s, id);
+      phases.push(fastForwardWindow(id, group, withIt));
+      continue;
+    }
     for (const s of group) phaseOf.set(s, id);
     const offline = group.filter((s) => svc(s).upgrade.migration === 'offline');
     const live = group.filter((s) => svc(s).upgrade.migration !== 'offline');
     const steps: UpgradeStep[] = [];
-    const backup = (s: string): void => {
-      const dbs = (svc(s).databases ?? []).map((d) => d.name);
-      if (svc(s).upgrade.backup_database && dbs.length)
-        steps.push(
-          step(`back up the ${s} database`, [
-            { kind: 'backup', service: s, node: dbNode ?? bootstrap(s), databases: dbs },
-          ]),
-        );
-    };
-    const migrate = (s: string, stage: 'expand' | 'migrate' | 'contract' | 'offline'): void => {
-      for (const command of svc(s).upgrade[stage] ?? []) {
-        steps.push(
-          step(`${s}: ${stage} (once, on ${bootstrap(s)})`, [
-            {
-              kind: 'migrate',
-              stage,
-              service: s,
-              node: bootstrap(s),
-              container: svc(s).containers[0]!.name,
-              image: targetImageOf(s, 0),
-              command,
-            },
-          ]),
-        );
-      }
-    };
+    const backup = (s: string): void => void steps.push(...backupSteps(s));
+    const migrate = (s: string, stage: MigrationStage): void => void steps.push(...migrateSteps(s, stage));
 
     // Offline migrations: the declared window in which the service's APIs are down on every node.
     for (const s of offline) {
@@ -430,7 +514,12 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
     services: p.kind === 'batches' && p.id !== `batch:${batches.length}` ? [] : p.services,
   }));
   const violations = checkSkew(catalog, used, moves, fromOrd, toOrd);
-  if (violations.length) throw new SkewRefused(violations, current, target);
+  // A target that skips releases is refused without --fast-forward even when no skew rule breaks:
+  // the rolling plan's online migrations and mixed-version restarts are only meant for N -> N+1.
+  const skipRefused = releasesAhead > 1 && !fastForward;
+  if (violations.length || skipRefused) {
+    throw new SkewRefused(violations, current, target, skipRefused ? ff : undefined);
+  }
 
   const changes: ServiceChange[] = changed.map((s) => ({
     service: s,
@@ -451,6 +540,87 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
   function targetImageOf(s: string, n: number): string {
     return imageRef(target, svc(s).containers[n]!.image, registry)!;
   }
+
+  /**
+   * What a fast-forward does with this cloud: the groups holding an OpenStack service (a migration or
+   * a skew rule) become windows; a batched service that could not lag the target's distance moves
+   * inside the window of the service its rule is relative to; the others roll as in any upgrade.
+   */
+  function fastForwardOf(groups: readonly string[][], lagging: readonly string[]): FastForward {
+    const windowGroups = groups.filter((g) => g.some((s) => isVersioned(catalog, s)));
+    const ridersOf = lagging.flatMap((s) => {
+      const leader = mustMoveWith(catalog, s, releasesAhead);
+      const g = windowGroups.find((x) => leader !== undefined && x.includes(leader));
+      return g ? [{ service: s, phase: `control:${g.join('+')}` }] : [];
+    });
+    return {
+      skipped: skippedSeries(fromOrd, toOrd),
+      windows: windowGroups.flat(),
+      riders: ridersOf,
+      rolling: groups.filter((g) => !windowGroups.includes(g)).flat(),
+    };
+  }
+
+  /**
+   * A fast-forward window: the group (and the batched services riding with it) stopped on every node
+   * first, so no old process holds pooled connections or locks (a Zed keystone blocks db_sync on a
+   * metadata lock); the backups; every migration command once, in order; then the new containers start
+   * together and pass their health gate. Old and new code never run side by side.
+   */
+  function fastForwardWindow(id: string, group: readonly string[], withIt: readonly string[]): UpgradePhase {
+    const moving = [...group, ...withIt];
+    const names = moving.join(', ');
+    const nodes = everyNode.filter((n) => moving.some((s) => nodesOf.get(s)!.includes(n)));
+    const steps: UpgradeStep[] = [
+      step(
+        `stop ${names} on every node: the API${group.length > 1 ? 's are' : ' is'} down from here`,
+        moving.flatMap((s) =>
+          nodesOf.get(s)!.map((node) => ({
+            kind: 'stop' as const,
+            service: s,
+            node,
+            containers: swapsOn([s], node).map((w) => w.container),
+          })),
+        ),
+      ),
+      ...group.flatMap(backupSteps),
+      ...group.flatMap((s) => WINDOW_STAGES[svc(s).upgrade.migration].flatMap((stage) => migrateSteps(s, stage))),
+      step(
+        `start the new ${names} containers on every node`,
+        nodes.map((node) => ({ kind: 'start' as const, node, containers: swapsOn(moving, node) })),
+      ),
+      step(
+        `health gate: ${names} up on every node (end of the window)`,
+        nodes.map((node) => ({
+          kind: 'health' as const,
+          node,
+          services: moving.filter((s) => nodesOf.get(s)!.includes(node)),
+        })),
+      ),
+    ];
+    const title = `${PHASE_KINDS.control}: ${group.join(', ')}${withIt.length ? `, with ${withIt.join(', ')}` : ''} (fast-forward window)`;
+    return phase(id, 'control', title, moving, steps, {
+      availability: 'window',
+      ...(pauseAt === PauseAt.MIGRATION
+        ? { pauseBefore: { reason: `fast-forward window of ${names}: the APIs go down on every node` } }
+        : {}),
+    });
+  }
+}
+
+/** What the operator is told about a fast-forward plan. */
+function fastForwardWarnings(ff: FastForward): string[] {
+  return [
+    `fast-forward, ${skipText(ff)}: no API stays up through its window; down in turn: ${ff.windows.join(', ')}`,
+    ...ff.riders.map(
+      (r) =>
+        `${r.service} stops on every node with ${r.phase} and starts with it: no evacuation, its instances ` +
+        'stay on their hosts and cannot be managed until the window ends',
+    ),
+    ...(ff.rolling.length
+      ? [`${ff.rolling.join(', ')} declare(s) no migration and no skew rule: rolling restart, as in any upgrade`]
+      : []),
+  ];
 }
 
 /** Update within a release or a newer release; refuses a downgrade and manifests that disagree. */
@@ -582,6 +752,13 @@ function summary(r: Release): UpgradePlan['from'] {
   return { release: r.name, openstack: r.openstack, series: r.series, suite: r.distro.suite };
 }
 
-function optionSummary(o: UpgradeOptions, pauseAt: PauseAt): UpgradePlan['options'] {
-  return { batch: o.batch ?? 'role', pauseAt, maxFailPercent: o.maxFailPercent ?? 0, canary: o.canary ?? false };
+/** The options the plan was made with; `fastForward` is whether the plan is one (the flag may be ignored). */
+function optionSummary(o: UpgradeOptions, pauseAt: PauseAt, fastForward: boolean): UpgradePlan['options'] {
+  return {
+    batch: o.batch ?? 'role',
+    pauseAt,
+    maxFailPercent: o.maxFailPercent ?? 0,
+    canary: o.canary ?? false,
+    fastForward,
+  };
 }

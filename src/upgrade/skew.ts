@@ -21,6 +21,58 @@ export function seriesOrdinal(series: string): number {
   return Number(m[1]) * 2 + Number(m[2]) - 1;
 }
 
+/** Names of the OpenStack series, for messages (a series missing here is named by its number alone). */
+export const SERIES_NAMES: Readonly<Record<string, string>> = {
+  '2022.1': 'yoga',
+  '2022.2': 'zed',
+  '2023.1': 'antelope',
+  '2023.2': 'bobcat',
+  '2024.1': 'caracal',
+  '2024.2': 'dalmatian',
+  '2025.1': 'epoxy',
+  '2025.2': 'flamingo',
+};
+
+/** The series of an ordinal (the inverse of seriesOrdinal). */
+export function seriesOf(ordinal: number): string {
+  const year = Math.floor(ordinal / 2);
+  return `${year}.${ordinal - 2 * year + 1}`;
+}
+
+/** The series strictly between two ordinals, named where known: `['2023.1 antelope', ...]`. */
+export function skippedSeries(from: number, to: number): string[] {
+  const out: string[] = [];
+  for (let o = from + 1; o < to; o++) {
+    const series = seriesOf(o);
+    out.push(SERIES_NAMES[series] ? `${series} ${SERIES_NAMES[series]}` : series);
+  }
+  return out;
+}
+
+/**
+ * A service that declares a database migration or a version-skew rule is
+ * OpenStack code whose rolling-upgrade guarantees (online migrations, RPC
+ * versions, compute service versions) hold from one release to the next only.
+ * The others (HAProxy, keepalived, memcached, MariaDB, RabbitMQ) carry no such
+ * rule, and a fast-forward plan leaves them rolling: stopping them everywhere
+ * would take down every API at once and make Galera and RabbitMQ re-form.
+ */
+export function isVersioned(catalog: Catalog, service: string): boolean {
+  const u = catalog.services.get(service)!.upgrade;
+  return u.migration !== 'none' || u.skew !== undefined;
+}
+
+/**
+ * The service a batched service must move with when the target is
+ * `releasesAhead` releases ahead: its `relative_to`, when moving after it in
+ * batches would leave it further behind than `max_releases_behind`. Undefined
+ * when its rule holds (or it has none): it keeps its batches.
+ */
+export function mustMoveWith(catalog: Catalog, service: string, releasesAhead: number): string | undefined {
+  const skew = catalog.services.get(service)!.upgrade.skew;
+  return skew?.relative_to !== undefined && releasesAhead > skew.max_releases_behind ? skew.relative_to : undefined;
+}
+
 /**
  * A service that may lag (skew max_releases_behind >= 1 relative to another
  * service) or carries batch hooks moves in batches after the control plane.

@@ -9,9 +9,10 @@ import { loadRelease } from '../../src/roles/release.js';
 import type { Release } from '../../src/roles/schema.js';
 import { ACTION_FORMAT, formatAction, formatUpgradePlan, upgradePlanToJson } from '../../src/upgrade/format.js';
 import { BUILTIN_HOOKS, resolveHook } from '../../src/upgrade/hooks.js';
+import { planDigest } from '../../src/upgrade/journal.js';
 import type { UpgradeAction, UpgradeOptions, UpgradePhase, UpgradePlan } from '../../src/upgrade/model.js';
 import { planUpgrade, SkewRefused, upgradeKind } from '../../src/upgrade/planner.js';
-import { moveTogether, seriesOrdinal } from '../../src/upgrade/skew.js';
+import { moveTogether, seriesOrdinal, skippedSeries } from '../../src/upgrade/skew.js';
 
 const catalog = loadCatalog(defaultRolesDir());
 const releases = defaultReleasesDir();
@@ -397,5 +398,185 @@ describe('version skew and release order', () => {
   it('refuses bad options before planning', () => {
     expect(() => plan(zedUpdate, { batch: 0 })).toThrow(StackctlError);
     expect(() => plan(zedUpdate, { maxFailPercent: 101 })).toThrow(/between 0 and 100/);
+  });
+});
+
+describe('fast-forward: a major upgrade that skips releases (zed -> epoxy)', () => {
+  const NOVA = 'control:nova-api+nova-conductor+nova-scheduler';
+  const refusal = (f: () => unknown): SkewRefused => {
+    try {
+      f();
+    } catch (e) {
+      if (e instanceof SkewRefused) return e;
+      throw e;
+    }
+    throw new Error('not refused');
+  };
+  /** The catalog with nova-compute allowed to lag `behind` releases (as if Nova allowed a skip). */
+  const lenient = (behind: number): typeof catalog => {
+    const services = new Map(catalog.services);
+    const nc = services.get('nova-compute')!;
+    services.set('nova-compute', {
+      ...nc,
+      upgrade: { ...nc.upgrade, skew: { relative_to: 'nova-conductor', max_releases_behind: behind } },
+    });
+    return { ...catalog, services };
+  };
+  const ff = (options: UpgradeOptions = {}): UpgradePlan => plan(epoxy, { fastForward: true, ...options });
+
+  it('names the skipped series', () => {
+    expect(skippedSeries(seriesOrdinal('2022.2'), seriesOrdinal('2025.1'))).toEqual([
+      '2023.1 antelope',
+      '2023.2 bobcat',
+      '2024.1 caracal',
+      '2024.2 dalmatian',
+    ]);
+    expect(skippedSeries(seriesOrdinal('2022.2'), seriesOrdinal('2023.1'))).toEqual([]);
+  });
+
+  it('refuses a plain zed -> epoxy with a hint naming --fast-forward and the services it takes down', () => {
+    const e = refusal(() => plan(epoxy));
+    expect(e.code).toBe('E_UPGRADE_SKEW');
+    expect(e.message).toContain('epoxy is 5 releases after zed, skipping 4 (2023.1 antelope');
+    expect(e.hint).toMatch(/from one release to the next only/);
+    expect(e.hint).toMatch(/--fast-forward: every API of keystone, glance, neutron-server, placement, nova-api/);
+    expect(e.hint).toContain(`nova-compute stops and starts inside ${NOVA}`);
+    expect(e.details).toMatchObject({ releasesAhead: 5, fastForward: { riders: [{ service: 'nova-compute' }] } });
+  });
+
+  it('refuses a skip without --fast-forward even when no skew rule breaks', () => {
+    const inv = inventory();
+    const e = refusal(() => planUpgrade({ inventory: inv, catalog: lenient(9), current: zed, target: epoxy }));
+    expect(e.violations).toEqual([]);
+    expect(e.hint).toMatch(/--fast-forward/);
+  });
+
+  it('plans every changed OpenStack service as a window, and rolls the infrastructure as before', () => {
+    const p = ff();
+    expect(p.options.fastForward).toBe(true);
+    expect(p.fastForward?.skipped).toHaveLength(4);
+    const control = p.phases.filter((x) => x.kind === 'control');
+    const windows = control.filter((x) => x.availability === 'window').flatMap((x) => x.services);
+    expect(windows.sort()).toEqual(
+      [
+        'glance',
+        'keystone',
+        'neutron-server',
+        'nova-api',
+        'nova-compute',
+        'nova-conductor',
+        'nova-scheduler',
+        'placement',
+      ].sort(),
+    );
+    expect(p.fastForward?.rolling).toEqual(['haproxy', 'keepalived', 'mariadb', 'memcached', 'rabbitmq']);
+    for (const s of p.fastForward!.rolling) expect(phaseById(p, `control:${s}`).availability).not.toBe('window');
+    // The phase ids and their order are those of every plan.
+    expect(control.map((x) => x.id).slice(-5)).toEqual([
+      'control:keystone',
+      'control:glance',
+      'control:neutron-server',
+      'control:placement',
+      NOVA,
+    ]);
+    expect(p.phases.map((x) => x.id).slice(0, 2)).toEqual(['precheck', 'pull']);
+  });
+
+  it('stops and starts nova-compute inside the Nova window: no batches, no evacuation, no capacity check', () => {
+    const p = ff({ batch: 1 });
+    expect(p.phases.filter((x) => x.kind === 'batches')).toEqual([]);
+    expect(p.warnings).toContainEqual(expect.stringMatching(/^--canary, --batch and --pause-at batch have no compute/));
+    expect(ff().warnings.join('\n')).not.toMatch(/no compute batch/);
+    const all = p.phases.flatMap(actions);
+    expect(all.some((a) => a.kind === 'hook' && a.hook === 'nova-evacuate')).toBe(false);
+    expect(all.some((a) => a.kind === 'check-capacity')).toBe(false);
+    const n = phaseById(p, NOVA);
+    expect(n.services).toContain('nova-compute');
+    expect(p.changes.find((c) => c.service === 'nova-compute')!.phase).toBe(NOVA);
+    expect(kinds(n)).toEqual(['stop', 'backup', 'migrate', 'migrate', 'migrate', 'start', 'health']);
+    const [stop, , , , , start, health] = n.steps;
+    expect(stop!.actions.filter((a) => a.kind === 'stop' && a.service === 'nova-compute')).toEqual([
+      expect.objectContaining({ node: 'cmp-0', containers: ['nova_virtlogd', 'nova_libvirt', 'nova_compute'] }),
+      expect.objectContaining({ node: 'cmp-1' }),
+    ]);
+    expect(stop!.actions.filter((a) => a.kind === 'stop' && a.service === 'nova-conductor')).toHaveLength(3);
+    const started = start!.actions.flatMap((a) => (a.kind === 'start' ? a.containers.map((c) => c.node) : []));
+    expect(new Set(started)).toEqual(new Set(['ctl-0', 'ctl-1', 'ctl-2', 'cmp-0', 'cmp-1']));
+    expect(health!.actions).toContainEqual({ kind: 'health', node: 'cmp-1', services: ['nova-compute'] });
+  });
+
+  it('runs each window as stop, backups, every migration command in order (expand, migrate, contract), start, health', () => {
+    const p = ff();
+    const g = phaseById(p, 'control:glance');
+    expect(kinds(g)).toEqual(['stop', 'backup', 'migrate', 'migrate', 'migrate', 'start', 'health']);
+    expect(actions(g).flatMap((a) => (a.kind === 'migrate' ? [a.stage] : []))).toEqual([
+      'expand',
+      'migrate',
+      'contract',
+    ]);
+    expect(phaseById(p, 'control:keystone').steps.map((s) => s.actions[0]!.kind)).toEqual([
+      'stop',
+      'backup',
+      'migrate',
+      'start',
+      'health',
+    ]);
+    const nova = actions(phaseById(p, NOVA)).flatMap((a) => (a.kind === 'migrate' ? [a.stage] : []));
+    expect(nova).toEqual(['expand', 'expand', 'migrate']);
+    for (const w of p.phases.filter((x) => x.availability === 'window')) {
+      const k = w.steps.map((s) => s.actions[0]!.kind);
+      expect(k[0], w.id).toBe('stop');
+      expect(k.lastIndexOf('backup'), w.id).toBeLessThan(k.indexOf('migrate'));
+      expect(k.slice(-2), w.id).toEqual(['start', 'health']);
+    }
+  });
+
+  it('pauses before each window with --pause-at migration', () => {
+    const p = ff({ pauseAt: 'migration' });
+    const paused = p.phases.filter((x) => x.pauseBefore).map((x) => x.id);
+    expect(paused).toEqual(['control:keystone', 'control:glance', 'control:neutron-server', 'control:placement', NOVA]);
+    expect(phaseById(p, NOVA).pauseBefore?.reason).toMatch(/fast-forward window of .*nova-compute/);
+  });
+
+  it('keeps the batches of a compute whose skew rule holds across the skip', () => {
+    const p = planUpgrade({
+      inventory: inventory(),
+      catalog: lenient(9),
+      current: zed,
+      target: epoxy,
+      options: { fastForward: true, batch: 1 },
+    });
+    expect(p.fastForward?.riders).toEqual([]);
+    expect(p.phases.filter((x) => x.kind === 'batches').map((x) => x.id)).toEqual(['batch:1', 'batch:2']);
+    expect(phaseById(p, 'batch:1').steps[0]!.title).toBe('pre-batch hook nova-evacuate');
+  });
+
+  it('says so in the printed plan and the JSON, and gives a resumed run the same digest', () => {
+    const p = ff();
+    const text = formatUpgradePlan(p);
+    expect(text).toContain('major upgrade, 5 release(s) ahead, fast-forward');
+    expect(text).toMatch(/Fast-forward: skips 4 release\(s\) \(2023\.1 antelope.*every API is down for its window/);
+    expect(text).toContain(`nova-compute stops and starts inside ${NOVA}`);
+    expect(JSON.parse(upgradePlanToJson(p))).toEqual(p);
+    expect(JSON.parse(upgradePlanToJson(p))).toMatchObject({ options: { fastForward: true }, fastForward: {} });
+    // --resume and --continue plan again from the options the run recorded.
+    const o = p.options;
+    const again = plan(epoxy, { pauseAt: o.pauseAt, canary: o.canary, fastForward: o.fastForward ?? false });
+    expect(planDigest(again)).toBe(planDigest(p));
+  });
+
+  it.each([
+    ['zed-update', zedUpdate, /an update within zed/],
+    ['antelope', antelope, /the release after zed/],
+  ])('ignores the flag, with a warning, for %s: the plan is the one without it', (_name, target, why) => {
+    const without = plan(target, { batch: 1 });
+    const withIt = plan(target, { batch: 1, fastForward: true });
+    expect(withIt.phases).toEqual(without.phases);
+    expect(planDigest(withIt)).toBe(planDigest(without));
+    expect(withIt.fastForward).toBeUndefined();
+    expect(withIt.options.fastForward).toBe(false);
+    expect(withIt.warnings.filter((w) => !without.warnings.includes(w))).toEqual([
+      expect.stringMatching(new RegExp(`^--fast-forward ignored: .*${why.source}`)),
+    ]);
   });
 });
