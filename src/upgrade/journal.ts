@@ -275,7 +275,7 @@ export function checkOpen(prev: UpgradeReplay, o: OpenRun): void {
   if (prev.digest !== o.digest) {
     throw new UsageError(
       'E_RESUME_PLAN_CHANGED',
-      `${flag}: the plan of the open run ${prev.run} differs from today's (inventory, service files, release manifests, --batch, --pause-at or --canary changed)`,
+      `${flag}: the plan of the open run ${prev.run} differs from today's (inventory, service files, release manifests, --batch, --pause-at, --canary or --fast-forward changed)`,
       {
         hint: `Run '${cmd} ${flag}' with the options of the run (${JSON.stringify(prev.options)}), or restore the files it was planned from.`,
       },
