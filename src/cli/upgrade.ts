@@ -22,9 +22,9 @@ import { defaultReleasesDir } from '../core/paths.js';
 import { loadRelease } from '../roles/release.js';
 import { formatUpgradePlan, upgradePlanToJson } from '../upgrade/format.js';
 import { checkImagesPresent } from '../upgrade/images.js';
-import { PauseAt, type UpgradeOptions } from '../upgrade/model.js';
+import { PauseAt, type UpgradeOptions, type UpgradePlan } from '../upgrade/model.js';
 import { planUpgrade } from '../upgrade/planner.js';
-import { loadAll, planOf } from './context.js';
+import { loadAll, planOf, type Loaded } from './context.js';
 import { eventSink, nodeSessions } from './node-sessions.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
 import { out, printIssues } from './output.js';
@@ -97,6 +97,26 @@ function planOptions(o: UpgradeOpts, previous: RunOptions | undefined): UpgradeO
 }
 
 /**
+ * Settings of the target's configs during a fast-forward, where a service runs them: the target's
+ * Nova starts while the computes' service records still carry the old version (they are stopped
+ * in the same window), which Nova refuses without this workaround. The next deploy drops it.
+ */
+const FAST_FORWARD_SETTINGS: Readonly<Record<string, Readonly<Record<string, boolean>>>> = {
+  'nova-api': { nova_disable_compute_service_check_for_ffu: true },
+};
+
+/** The inventory the target's configs are rendered from: the cloud's, plus the fast-forward settings. */
+export function targetInventory(all: Loaded, plan: UpgradePlan): Loaded['loaded']['inventory'] {
+  const inv = all.loaded.inventory;
+  if (!plan.fastForward) return inv;
+  const used = new Set(plan.changes.map((c) => c.service));
+  const extra = Object.entries(FAST_FORWARD_SETTINGS)
+    .filter(([service]) => used.has(service))
+    .reduce<Record<string, boolean>>((acc, [, settings]) => ({ ...acc, ...settings }), {});
+  return { ...inv, cloud: { ...inv.cloud, settings: { ...inv.cloud.settings, ...extra } } };
+}
+
+/**
  * `stackctl upgrade --to TARGET`: with --plan print the phases and act on
  * nothing; otherwise run them (or go on with the open run: --resume,
  * --continue). Returns the run's report; sets process.exitCode.
@@ -148,7 +168,7 @@ export async function runUpgrade(
     });
   }
   const current = planOf(all);
-  const next = planOf({ ...all, release: target });
+  const next = planOf({ ...all, release: target, loaded: { ...all.loaded, inventory: targetInventory(all, plan) } });
   const currentDeploy = planDeploy(current.effective, all.catalog);
   const targetDeploy = planDeploy(next.effective, all.catalog);
   const journal = new UpgradeJournal(journalFile, opening);

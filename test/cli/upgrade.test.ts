@@ -1,7 +1,9 @@
 import { readdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { formatUpgradeReport, UPGRADE_EXIT } from '../../src/cli/upgrade.js';
+import type { Loaded } from '../../src/cli/context.js';
+import { formatUpgradeReport, targetInventory, UPGRADE_EXIT } from '../../src/cli/upgrade.js';
+import type { UpgradePlan } from '../../src/upgrade/model.js';
 import type { UpgradeReport } from '../../src/upgrade/runner.js';
 import { copyInventory, runCli } from '../helpers/cli.js';
 
@@ -135,5 +137,28 @@ describe('stackctl upgrade', () => {
     expect(failed).toContain('not upgraded: cmp-0 (batch:1): pre-batch hook nova-evacuate failed');
     expect(failed).toContain('--resume');
     expect(new Set(Object.values(UPGRADE_EXIT)).size).toBe(3);
+  });
+});
+
+describe('the target configs of a fast-forward', () => {
+  const all = {
+    loaded: { inventory: { cloud: { release: 'zed', settings: { nova_compute_driver: 'fake.FakeDriver' } } } },
+  };
+  const plan = (fastForward: boolean, services: string[]) =>
+    ({
+      changes: services.map((service) => ({ service })),
+      ...(fastForward ? { fastForward: {} } : {}),
+    }) as unknown as UpgradePlan;
+
+  it("turns Nova's old-compute check off only for a fast-forward that moves Nova", () => {
+    const ff = targetInventory(all as unknown as Loaded, plan(true, ['keystone', 'nova-api']));
+    expect(ff.cloud.settings).toEqual({
+      nova_compute_driver: 'fake.FakeDriver',
+      nova_disable_compute_service_check_for_ffu: true,
+    });
+    expect(targetInventory(all as unknown as Loaded, plan(false, ['nova-api']))).toBe(all.loaded.inventory);
+    expect(targetInventory(all as unknown as Loaded, plan(true, ['keystone'])).cloud.settings).toEqual({
+      nova_compute_driver: 'fake.FakeDriver',
+    });
   });
 });

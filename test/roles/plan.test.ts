@@ -72,6 +72,8 @@ describe('the plan', () => {
     const nova = rendered.get('cmp-0')!.get('/etc/stackctl/nova-compute/nova.conf')!;
     expect(nova).toContain('password = value-of-nova_keystone_password');
     expect(nova).toContain('compute_driver = libvirt.LibvirtDriver');
+    // Nova's check of old computes stays on outside a fast-forward upgrade
+    expect(nova).toContain('disable_compute_service_check_for_ffu = false');
     // Computes get no database credentials: they go through the conductor.
     expect(nova).not.toContain('nova_db_password');
     expect(nova).not.toContain('[database]');
