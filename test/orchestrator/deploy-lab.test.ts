@@ -5,7 +5,7 @@
  * bad input do to it. Everything is real: lab nodes with their own sshd and
  * dockerd, images pulled from the lab registry, the OpenStack client.
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { cpSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { join } from 'node:path';
@@ -19,11 +19,10 @@ import { labPaths, sshBanner } from '../../src/lab/nodes/lab.js';
 import { effectKey, journalFileFor, parseJournal, type JournalRecord } from '../../src/orchestrator/journal.js';
 import { LABEL } from '../../src/orchestrator/state.js';
 import { generateEd25519, parsePublicKey, type ContainerInfo } from '../../src/remote/index.js';
-import { imageRef } from '../../src/roles/release.js';
 import type { StatusReport } from '../../src/status/model.js';
 import { STATUS_EXIT } from '../../src/status/verdict.js';
 import { runCli, tempDir } from '../helpers/cli.js';
-import { release } from '../images/fixture.js';
+import { openstack } from '../helpers/openstack.js';
 import { CLOUD_IMAGES, deployLab, root } from './lab.js';
 
 const lab = deployLab('deployid', '10.88', 900);
@@ -37,7 +36,6 @@ const INTERNAL_VIP = `${P}.20.250`;
 const EXTERNAL_VIP = `${P}.10.250`;
 const MEMCACHED_IMAGE = `${P}.24.1:5000/stackctl/memcached:zed-1`;
 /** The OpenStack client (Debian's python3-openstackclient) as the images carry it: run on the deploy host. */
-const CLIENT_IMAGE = imageRef(release, 'openstack-base')!;
 
 /** A service's answer to `stats` at host:port, from this machine over the lab network. */
 function memcachedStats(host: string, port = 11211): Promise<string> {
@@ -88,24 +86,7 @@ async function tokenInsideNode(): Promise<{ code: number; stdout: string; stderr
 }
 
 /** The OpenStack client on this machine: source the openrc file, then run `openstack ...`. */
-function clientWithOpenrc(openrc: string, args: string): string {
-  return execFileSync(
-    'docker',
-    [
-      'run',
-      '--rm',
-      '--network',
-      'host',
-      '-v',
-      `${openrc}:/root/openrc:ro`,
-      CLIENT_IMAGE,
-      'sh',
-      '-c',
-      `. /root/openrc && openstack ${args}`,
-    ],
-    { encoding: 'utf8', timeout: 120_000 },
-  );
-}
+const clientWithOpenrc = (openrc: string, args: string): string => openstack(openrc, args, 120_000);
 
 /** Map entries whose value differs between two StartedAt snapshots. */
 const restarted = (before: Map<string, string>, after: Map<string, string>): string[] =>

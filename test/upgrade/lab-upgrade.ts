@@ -1,6 +1,6 @@
 /**
  * What the upgrade lab tests share (`npm run test:e2e:upgrade`, `npm run test:e2e:ha`): the
- * OpenStack client on the deploy host, the target images built and pushed to the lab's registry,
+ * target images built and pushed to the lab's registry,
  * the probe (a Keystone token and Nova's server list through the VIP every 100 ms), the phases'
  * times from the events log, and the probe's figures against the plan's declared outages.
  */
@@ -14,39 +14,14 @@ import { buildImages } from '../../src/images/build.js';
 import { LABEL } from '../../src/orchestrator/state.js';
 import type { ContainerEngine } from '../../src/remote/index.js';
 import { pushImages } from '../../src/images/registry.js';
-import { imageRef, loadRelease } from '../../src/roles/release.js';
+import { loadRelease } from '../../src/roles/release.js';
 import type { UpgradePhase } from '../../src/upgrade/model.js';
 import { runCli, tempDir } from '../helpers/cli.js';
-import { dockerOrFail, release } from '../images/fixture.js';
+import { dockerOrFail } from '../images/fixture.js';
+import { CLIENT_IMAGE } from '../helpers/openstack.js';
 import { CLOUD_IMAGES } from '../orchestrator/lab.js';
 
 export const TARGET = loadRelease(defaultReleasesDir(), 'zed-update');
-export const CLIENT_IMAGE = imageRef(release, 'openstack-base')!;
-
-/** `openstack ARGS -f json` on the deploy host with the admin openrc, parsed. */
-export function openstackJson<T>(openrc: string, args: string): T {
-  return JSON.parse(openstack(openrc, `${args} -f json`)) as T;
-}
-
-/** `openstack ARGS` on the deploy host with the admin openrc: its output. */
-export function openstack(openrc: string, args: string): string {
-  return execFileSync(
-    'docker',
-    [
-      'run',
-      '--rm',
-      '--network',
-      'host',
-      '-v',
-      `${openrc}:/root/openrc:ro`,
-      CLIENT_IMAGE,
-      'sh',
-      '-c',
-      `. /root/openrc && openstack ${args}`,
-    ],
-    { encoding: 'utf8', timeout: 300_000 },
-  );
-}
 
 /** Build the zed-update images (Docker's cache makes a second build quick) and push them to the lab's registry. */
 export async function buildTargetImages(registryPort: number): Promise<number> {

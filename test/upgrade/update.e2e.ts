@@ -19,13 +19,12 @@ import { LABEL } from '../../src/orchestrator/state.js';
 import { parseUpgradeJournal, upgradeJournalFileFor } from '../../src/upgrade/journal.js';
 import type { UpgradeAction } from '../../src/upgrade/model.js';
 import { runCli, tempDir } from '../helpers/cli.js';
+import { openstack, openstackJson } from '../helpers/openstack.js';
 import { CLOUD_IMAGES, deployLab, root } from '../orchestrator/lab.js';
 import {
-  CLIENT_IMAGE,
   buildTargetImages,
   containersOffTarget,
   events as inventoryEvents,
-  openstackJson,
   phaseTimes,
   probeFigures,
   startProbe,
@@ -129,22 +128,7 @@ describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', 
     // Two servers of 700,000 MiB, one on each compute (the fake driver has 800,000 at a ratio of 1.5):
     // neither compute can take the other's, so no batch can be evacuated.
     // (the admin project's default RAM quota, 50 GiB, would refuse them first)
-    execFileSync(
-      'docker',
-      [
-        'run',
-        '--rm',
-        '--network',
-        'host',
-        '-v',
-        `${openrc}:/root/openrc:ro`,
-        CLIENT_IMAGE,
-        'sh',
-        '-c',
-        '. /root/openrc && openstack quota set --ram -1 admin',
-      ],
-      { timeout: 300_000 },
-    );
+    openstack(openrc, 'quota set --ram -1 admin');
     os(openrc, 'flavor create --ram 700000 --vcpus 1 --disk 0 m1.huge');
     const big = ['big-0', 'big-1'].map((name) =>
       os<{ status: string; 'OS-EXT-SRV-ATTR:host': string }>(
@@ -180,22 +164,8 @@ describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', 
         (m) => m.Type === 'live-migration',
       ),
     ).toEqual([]);
-    execFileSync(
-      'docker',
-      [
-        'run',
-        '--rm',
-        '--network',
-        'host',
-        '-v',
-        `${openrc}:/root/openrc:ro`,
-        CLIENT_IMAGE,
-        'sh',
-        '-c',
-        '. /root/openrc && openstack server delete --wait big-0 big-1 && openstack flavor delete m1.huge',
-      ],
-      { timeout: 300_000 },
-    );
+    openstack(openrc, 'server delete --wait big-0 big-1');
+    openstack(openrc, 'flavor delete m1.huge');
   }, 1_800_000);
 
   it('updates every OpenStack container through two kills, keeps the servers ACTIVE and the APIs answering', async () => {

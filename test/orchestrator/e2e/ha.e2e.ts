@@ -12,25 +12,22 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadAll, planOf } from '../../../src/cli/context.js';
 import type { Remote } from '../../../src/remote/index.js';
-import { imageRef } from '../../../src/roles/release.js';
 import { runUpgrade } from '../../../src/cli/upgrade.js';
 import { runCli } from '../../helpers/cli.js';
+import { openstack, openstackJson } from '../../helpers/openstack.js';
 import {
   buildTargetImages,
   containersOffTarget,
-  openstackJson,
   phaseTimes,
   probeFigures,
   startProbe,
   upgradePlan,
 } from '../../upgrade/lab-upgrade.js';
-import { release } from '../../images/fixture.js';
 import { CLOUD_IMAGES, deployLab } from '../lab.js';
 
 const REGISTRY_PORT = 15001;
 const lab = deployLab('ha', '10.94', 900, { topology: '3ctl-2comp', registryPort: REGISTRY_PORT, bmcPort: 16230 });
 const SERVICES = 'haproxy,keepalived,mariadb,rabbitmq,memcached,keystone';
-const CLIENT_IMAGE = imageRef(release, 'openstack-base')!;
 const CONTROLLERS = ['ctl-0', 'ctl-1', 'ctl-2'];
 const VIP = `${lab.prefix}.20.250`;
 const CLIENT_CNF = '/etc/mysql/mariadb.conf.d/stackctl/client.cnf';
@@ -307,16 +304,7 @@ describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () =
     try {
       const openrc = join(dir, 'admin.openrc');
       expect((await runCli('openrc', '-i', lab.inventory, '-o', openrc)).code).toBe(0);
-      const os = <T>(args: string): T =>
-        JSON.parse(
-          execFileSync(
-            'docker',
-            ['run', '--rm', '--network', 'host', '-v', `${openrc}:/root/openrc:ro`, CLIENT_IMAGE, 'sh', '-c'].concat(
-              `. /root/openrc && openstack ${args} -f json`,
-            ),
-            { encoding: 'utf8', timeout: 300_000 },
-          ),
-        ) as T;
+      const os = <T>(args: string): T => openstackJson<T>(openrc, args);
       type Server = { id: string; status: string; 'OS-EXT-SRV-ATTR:host': string };
       const computes = os<{ Host: string; State: string }[]>('compute service list --service nova-compute');
       expect(computes.map((c) => `${c.Host} ${c.State}`).sort()).toEqual(['cmp-0 up', 'cmp-1 up']);
@@ -339,12 +327,9 @@ describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () =
       const from = victim['OS-EXT-SRV-ATTR:host'];
       const to = from === 'cmp-0' ? 'cmp-1' : 'cmp-0';
       const t2 = Date.now();
-      execFileSync(
-        'docker',
-        ['run', '--rm', '--network', 'host', '-v', `${openrc}:/root/openrc:ro`, CLIENT_IMAGE, 'sh', '-c'].concat(
-          `. /root/openrc && openstack --os-compute-api-version 2.30 server migrate --live-migration --host ${to} --wait ${victim.id}`,
-        ),
-        { encoding: 'utf8', timeout: 300_000 },
+      openstack(
+        openrc,
+        `--os-compute-api-version 2.30 server migrate --live-migration --host ${to} --wait ${victim.id}`,
       );
       timings.push([`live migration ${from} -> ${to} (fake driver)`, seconds(t2)]);
       const moved = os<Server>(`server show ${victim.id}`);

@@ -1,0 +1,35 @@
+/**
+ * The OpenStack client on the deploy host, for the lab tests: the release's openstack-base image,
+ * host network, the openrc file mounted read-only and sourced (credentials never in argv).
+ */
+import { execFileSync } from 'node:child_process';
+import { imageRef } from '../../src/roles/release.js';
+import { release } from '../images/fixture.js';
+
+/** The image the client runs from. */
+export const CLIENT_IMAGE = imageRef(release, 'openstack-base')!;
+
+/** `openstack ARGS` with the openrc sourced: its standard output. */
+export function openstack(openrc: string, args: string, timeoutMs = 300_000): string {
+  return execFileSync(
+    'docker',
+    [
+      'run',
+      '--rm',
+      '--network',
+      'host',
+      '-v',
+      `${openrc}:/root/openrc:ro`,
+      CLIENT_IMAGE,
+      'sh',
+      '-c',
+      `. /root/openrc && openstack ${args}`,
+    ],
+    { encoding: 'utf8', timeout: timeoutMs },
+  );
+}
+
+/** `openstack ARGS -f json`, parsed. */
+export function openstackJson<T>(openrc: string, args: string, timeoutMs = 300_000): T {
+  return JSON.parse(openstack(openrc, `${args} -f json`, timeoutMs)) as T;
+}
