@@ -32,6 +32,8 @@ export interface EvacuationSettings {
   readonly disableReason: string;
   readonly binary: string;
   readonly liveMigrationMicroversion: string;
+  /** How long an aborted live migration may take to roll back before the instance counts as lost in flight. */
+  readonly abortGraceMs: number;
   readonly movableStates: readonly string[];
   readonly allocationRatio: Resources;
 }
@@ -50,6 +52,8 @@ export const EVACUATION_DEFAULTS: EvacuationSettings = {
   binary: 'nova-compute',
   /** 2.25+ lets Nova choose block or shared-storage migration (block_migration=auto); 2.30 is the brief's floor. */
   liveMigrationMicroversion: '2.30',
+  /** A timed-out live migration is aborted (2.65: queued and preparing ones too); then it has this long to roll back. */
+  abortGraceMs: 120_000,
   /** Instance states that are live-migrated; the others stay on their host. */
   movableStates: CAPACITY_DEFAULTS.movableStates,
   /** Allocation ratios of the capacity check. */
@@ -81,7 +85,75 @@ export const EVACUATION_COMMANDS = {
     server,
   ],
   show: (server: string) => ['server', 'show', server, '-f', 'json'],
+  migrations: (server: string) => [
+    '--os-compute-api-version',
+    '2.59',
+    'server',
+    'migration',
+    'list',
+    '--server',
+    server,
+    '-f',
+    'json',
+  ],
+  abort: (server: string, migration: string) => [
+    '--os-compute-api-version',
+    '2.65',
+    'server',
+    'migration',
+    'abort',
+    server,
+    migration,
+  ],
 } as const;
+
+/** Statuses of a migration record that is still under way (Nova's names). */
+const MIGRATION_UNDER_WAY = ['queued', 'accepted', 'pre-migrating', 'preparing', 'running', 'post-migrating'];
+
+/**
+ * Abort a live migration that ran past its deadline, so the instance stays on its
+ * source, and wait (abortGraceMs) for Nova to roll it back. Returns where it stands.
+ */
+async function abortMigration(
+  server: ServerRow,
+  ctx: UpgradeContext,
+  o: EvacuationSettings,
+): Promise<{ readonly moved?: string; readonly note: string }> {
+  let id: string | undefined;
+  try {
+    const rows = JSON.parse(await ctx.cloud.openstack(EVACUATION_COMMANDS.migrations(server.id))) as Record<
+      string,
+      unknown
+    >[];
+    id = rows
+      .filter((r) => MIGRATION_UNDER_WAY.includes(String(r.Status ?? r.status ?? '').toLowerCase()))
+      .map((r) => String(r.Id ?? r.id ?? ''))
+      .filter(Boolean)
+      .at(-1);
+    if (!id) return { note: 'no migration under way to abort' };
+    await ctx.cloud.openstack(EVACUATION_COMMANDS.abort(server.id, id));
+  } catch (err) {
+    return { note: `abort of migration ${id ?? '?'} refused: ${messageOf(err)}` };
+  }
+  const t0 = ctx.now();
+  let last = 'no answer yet';
+  while (ctx.now() - t0 < o.abortGraceMs) {
+    await ctx.sleep(o.pollMs);
+    try {
+      const s = parseServerShow(await ctx.cloud.openstack(EVACUATION_COMMANDS.show(server.id)));
+      last = `${s.status}${s.taskState ? `/${s.taskState}` : ''} on ${s.host || '?'}`;
+      if (!s.taskState && s.status !== 'MIGRATING') {
+        if (s.host && s.host !== server.host) return { moved: s.host, note: `migration ${id} ended before the abort` };
+        return { note: `migration ${id} aborted: ${last}, its source` };
+      }
+    } catch (err) {
+      last = `server show failed: ${messageOf(err)}`;
+    }
+  }
+  return { note: `migration ${id} aborted, but still ${last} after ${Math.round(o.abortGraceMs / 1000)} s` };
+}
+
+/** A server as `server show` gives it while it migrates. */
 
 /** Statuses of an instance whose live migration is under way (one a killed run requested). */
 const IN_FLIGHT: readonly string[] = ['MIGRATING'];
@@ -184,8 +256,14 @@ export async function migrateServer(
       last = `server show failed: ${messageOf(err)}`;
     }
     if (ctx.now() - t0 >= o.timeoutMs) {
+      const late = `still ${last} after ${Math.round(o.timeoutMs / 1000)} s`;
+      const abort = await abortMigration(server, ctx, o);
+      if (abort.moved) {
+        emit('completed', abort.moved);
+        return { server, state: 'completed', to: abort.moved };
+      }
       emit('timeout');
-      return { server, state: 'timeout', reason: `still ${last} after ${Math.round(o.timeoutMs / 1000)} s` };
+      return { server, state: 'timeout', reason: `${late}; ${abort.note}` };
     }
   }
 }

@@ -107,6 +107,11 @@ describe('novaEvacuate', () => {
     ]);
     expect(hosts[0]!.reasons.join()).toMatch(/did not move it/);
     expect(hosts[1]!.reasons.join()).toMatch(/timeout: still MIGRATING\/migrating on cmp-1 after 60 s/);
+    // the timed-out migration was aborted: the instance is ACTIVE on its source, not landing elsewhere later
+    expect(hosts[1]!.reasons.join()).toMatch(/migration 2 aborted: ACTIVE on cmp-1, its source/);
+    expect(nova.servers.find((x) => x.id === 'b')).toMatchObject({ status: 'ACTIVE', host: 'cmp-1' });
+    expect(nova.migrations.find((m) => m.server === 'b')!.status).toBe('cancelled');
+    expect(nova.calls).toContainEqual(['--os-compute-api-version', '2.65', 'server', 'migration', 'abort', 'b', '2']);
     expect(err.details.emptied).toEqual(['cmp-2']);
     // Left on the current release, serving again; the emptied host stays disabled for its upgrade.
     expect(nova.hosts.map((h) => `${h.host}:${h.status}`)).toEqual([
@@ -118,6 +123,20 @@ describe('novaEvacuate', () => {
     expect(migrations(ctx.events).filter((m) => !m.includes('started'))).toEqual(
       expect.arrayContaining(['vm-a failed cmp-0->', 'vm-b timeout cmp-1->', 'vm-c completed cmp-2->cmp-3']),
     );
+  });
+
+  it('says so when an aborted migration does not roll back within the grace period', async () => {
+    const nova = new FakeNova([host('cmp-0'), host('cmp-1')], FLAVORS, [
+      server('a', 'cmp-0', { migration: 'hangs-for-good' }),
+    ]);
+    const err = await rejection(
+      novaEvacuate(['cmp-0'], fakeContext({ cloud: nova }), { timeoutMs: 60_000, abortGraceMs: 30_000 }),
+    );
+    expect(err.code).toBe('E_EVACUATION_FAILED');
+    expect(err.message).toMatch(
+      /vm-a: timeout: .*migration 1 aborted, but still MIGRATING\/migrating on cmp-0 after 30 s/,
+    );
+    expect(nova.hosts[0]!.status).toBe('enabled');
   });
 
   it('counts a refused migration request as a failure of that host', async () => {

@@ -46,8 +46,11 @@ export interface FakeServer {
   host: string;
   flavor: string;
   task?: string;
-  /** What a live migration of it does (default: moves to the first other enabled host). */
-  migration?: 'moves' | 'rolls-back' | 'hangs' | 'refused';
+  /**
+   * What a live migration of it does (default: moves to the first other enabled host). `hangs`
+   * until aborted (then rolls back); `hangs-for-good` ignores the abort too.
+   */
+  migration?: 'moves' | 'rolls-back' | 'hangs' | 'hangs-for-good' | 'refused';
   /** Polls before the migration ends (default 1). */
   polls?: number;
 }
@@ -57,6 +60,8 @@ export class FakeNova implements CloudClient {
   /** Most live migrations seen in flight at once. */
   maxInFlight = 0;
   #left = new Map<string, number>();
+  /** Nova's migration records: server, id, status. */
+  readonly migrations: { server: string; id: string; status: string }[] = [];
   constructor(
     readonly hosts: FakeHost[],
     readonly flavors: FakeFlavor[],
@@ -186,8 +191,29 @@ export class FakeNova implements CloudClient {
       if (s.migration === 'refused') throw new RemoteError('E_OPENSTACK_CLIENT', 'No valid host was found. (HTTP 400)');
       s.status = 'MIGRATING';
       s.task = 'migrating';
+      this.migrations.push({ server: s.id, id: String(this.migrations.length + 1), status: 'running' });
       this.#left.set(s.id, s.polls ?? 1);
       this.maxInFlight = Math.max(this.maxInFlight, this.#inFlight());
+      return '';
+    }
+    if (a.join(' ').startsWith('server migration list')) {
+      const on = a[a.indexOf('--server') + 1];
+      return JSON.stringify(
+        this.migrations
+          .filter((m) => m.server === on)
+          .map((m) => ({ Id: Number(m.id), Status: m.status, 'Server UUID': m.server, Type: 'live-migration' })),
+      );
+    }
+    if (a.join(' ').startsWith('server migration abort')) {
+      if (microversion < '2.65') throw new Error(`abort at microversion ${microversion}`);
+      const [server, id] = a.slice(-2);
+      const m = this.migrations.find((x) => x.server === server && x.id === id && x.status === 'running');
+      if (!m) throw new RemoteError('E_OPENSTACK_CLIENT', `no running migration ${id} of ${server} (HTTP 404)`);
+      const s = this.servers.find((x) => x.id === server)!;
+      if (s.migration === 'hangs-for-good') return '';
+      m.status = 'cancelled';
+      s.status = 'ACTIVE';
+      s.task = undefined;
       return '';
     }
     if (cmd === 'server show') {
@@ -209,7 +235,9 @@ export class FakeNova implements CloudClient {
     if (s.task !== 'migrating') return;
     const left = (this.#left.get(s.id) ?? s.polls ?? 1) - 1;
     this.#left.set(s.id, left);
-    if (left > 0 || s.migration === 'hangs') return;
+    if (left > 0 || s.migration === 'hangs' || s.migration === 'hangs-for-good') return;
+    const m = this.migrations.findLast((x) => x.server === s.id && x.status === 'running');
+    if (m) m.status = s.migration === 'rolls-back' ? 'error' : 'completed';
     s.status = 'ACTIVE';
     s.task = undefined;
     if (s.migration === 'rolls-back') return;
