@@ -204,8 +204,35 @@ export const UpgradeHookSchema = Type.Object(
   { ...strict, description: 'a user hook of stackctl upgrade' },
 );
 
+export const EvacuationSettingsSchema = Type.Object(
+  {
+    concurrency: Type.Optional(
+      Type.Integer({ minimum: 1, maximum: 64, default: 2, description: 'live migrations in flight at once' }),
+    ),
+    timeout_s: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        default: 300,
+        description: "deadline of one instance's live migration; past it the migration is aborted",
+      }),
+    ),
+    poll_s: Type.Optional(
+      Type.Integer({ minimum: 1, default: 5, description: 'interval between two looks at a migrating instance' }),
+    ),
+    abort_grace_s: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        default: 120,
+        description: 'time an aborted live migration has to roll back to its source',
+      }),
+    ),
+  },
+  { ...strict, description: 'knobs of the built-in nova-evacuate hook' },
+);
+
 export const UpgradeSettingsSchema = Type.Object(
   {
+    evacuation: Type.Optional(EvacuationSettingsSchema),
     hooks: Type.Optional(
       Type.Record(Type.String({ pattern: '^[a-z][a-z0-9-]*$' }), UpgradeHookSchema, {
         description: 'hook name -> hook; a name of a built-in hook (nova-evacuate, nova-enable) replaces it',

@@ -9,7 +9,7 @@ import { spawn } from 'node:child_process';
 import { mapLimit } from '../core/concurrency.js';
 import { InputError, RemoteError, StackctlError, messageOf } from '../core/errors.js';
 import type { ActionHandler, UpgradeContext } from './context.js';
-import { novaEnable, novaEvacuate } from './evacuate.js';
+import { novaEnable, novaEvacuate, type EvacuationOptions } from './evacuate.js';
 import { BUILTIN_HOOKS, type BuiltinHook } from './hooks.js';
 import type { UpgradeAction } from './model.js';
 
@@ -28,11 +28,23 @@ export const HOOK_DEFAULTS = {
   concurrency: 16,
 } as const;
 
+/** The inventory's `upgrade.evacuation` knobs (seconds) as the hook's options (milliseconds). */
+export function evacuationOptions(
+  e: { concurrency?: number; timeout_s?: number; poll_s?: number; abort_grace_s?: number } | undefined,
+): EvacuationOptions {
+  return {
+    ...(e?.concurrency !== undefined ? { concurrency: e.concurrency } : {}),
+    ...(e?.timeout_s !== undefined ? { timeoutMs: e.timeout_s * 1000 } : {}),
+    ...(e?.poll_s !== undefined ? { pollMs: e.poll_s * 1000 } : {}),
+    ...(e?.abort_grace_s !== undefined ? { abortGraceMs: e.abort_grace_s * 1000 } : {}),
+  };
+}
+
 /** The built-in hooks, by name: each takes the batch's hosts (a new built-in fails to compile until it is here). */
 export const BUILTIN_HOOK_RUNNERS: {
   readonly [K in BuiltinHook]: (hosts: readonly string[], ctx: UpgradeContext) => Promise<string>;
 } = {
-  'nova-evacuate': (hosts, ctx) => novaEvacuate(hosts, ctx),
+  'nova-evacuate': (hosts, ctx) => novaEvacuate(hosts, ctx, evacuationOptions(ctx.inventory.upgrade?.evacuation)),
   'nova-enable': (hosts, ctx) => novaEnable(hosts, ctx),
 };
 

@@ -12,7 +12,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { ExecOptions, RemoteCommand } from '../../src/remote/index.js';
 import type { UpgradeContext } from '../../src/upgrade/context.js';
 import { BUILTIN_HOOKS } from '../../src/upgrade/hooks.js';
-import { BUILTIN_HOOK_RUNNERS, hookHandler, type HookAction } from '../../src/upgrade/run-hooks.js';
+import { BUILTIN_HOOK_RUNNERS, evacuationOptions, hookHandler, type HookAction } from '../../src/upgrade/run-hooks.js';
 import { FakeNova, fakeContext } from './fake-nova.js';
 import { rejection } from '../helpers/errors.js';
 
@@ -146,6 +146,35 @@ describe('built-in hooks', () => {
     );
     expect(detail).toBe('nova-compute enabled on cmp-0, cmp-1');
     expect(nova.hosts.map((h) => h.status)).toEqual(['enabled', 'enabled']);
+  });
+
+  it("gives nova-evacuate the inventory's evacuation knobs (seconds)", async () => {
+    expect(evacuationOptions({ concurrency: 4, timeout_s: 30, poll_s: 2, abort_grace_s: 10 })).toEqual({
+      concurrency: 4,
+      timeoutMs: 30_000,
+      pollMs: 2_000,
+      abortGraceMs: 10_000,
+    });
+    expect(evacuationOptions(undefined)).toEqual({});
+    const nova = new FakeNova(
+      ['cmp-0', 'cmp-1'].map((host) => ({
+        host,
+        status: 'enabled' as const,
+        state: 'up' as const,
+        vcpus: 4,
+        memoryMb: 8192,
+        diskGb: 100,
+      })),
+      [{ id: 'f', name: 'm1.tiny', vcpus: 1, ram: 512, disk: 1 }],
+      [{ id: 'a', name: 'vm-a', status: 'ACTIVE', host: 'cmp-0', flavor: 'f', migration: 'hangs' }],
+    );
+    const base = fakeContext({ cloud: nova });
+    const inventory = { ...base.inventory, upgrade: { evacuation: { timeout_s: 20, poll_s: 5 } } };
+    const ctx = Object.assign(Object.create(base) as typeof base, { inventory });
+    const err = await rejection(
+      hookHandler(hook({ hook: 'nova-evacuate', source: 'built-in', nodes: ['cmp-0'], command: undefined }), ctx),
+    );
+    expect(err.message).toMatch(/vm-a: timeout: still MIGRATING\/migrating on cmp-0 after 20 s; migration 1 aborted/);
   });
 
   it('refuses a built-in name stackctl does not have', async () => {
