@@ -210,8 +210,30 @@ async function drain(stream: NodeJS.ReadableStream): Promise<Buffer> {
  * channels here). Keep-alive reuses a channel for many requests.
  */
 class StreamAgent extends http.Agent {
+  readonly #idle = new WeakMap<Duplex, NodeJS.Timeout>();
   constructor(private readonly open: () => Promise<Duplex>) {
     super({ keepAlive: true, maxSockets: 8 });
+  }
+  // An idle channel is closed after DOCKER_IDLE_CHANNEL_MS: dockerd or sshd may drop a channel left
+  // idle for minutes, and the next request on it dies with 'socket hang up' (seen during upgrades,
+  // where a compute's engine waits idle while its instances are evacuated).
+  override keepSocketAlive(socket: Duplex): void {
+    // NOTE: Node's keepSocketAlive returns whether to keep the socket; its typings say void.
+    const keep = (http.Agent.prototype.keepSocketAlive as unknown as (this: http.Agent, s: Duplex) => boolean).call(
+      this,
+      socket,
+    );
+    if (keep) {
+      const t = setTimeout(() => socket.destroy(), DOCKER_IDLE_CHANNEL_MS);
+      t.unref();
+      this.#idle.set(socket, t);
+    }
+    return keep as unknown as void;
+  }
+  override reuseSocket(socket: Duplex, req: http.ClientRequest): void {
+    clearTimeout(this.#idle.get(socket));
+    this.#idle.delete(socket);
+    super.reuseSocket(socket as never, req);
   }
   override createConnection(
     _options: http.ClientRequestArgs,
@@ -236,6 +258,21 @@ function withSocketMethods(s: Duplex): Duplex {
     if (typeof sock[m] !== 'function') sock[m] = () => sock;
   }
   return s;
+}
+
+/** How long an idle Docker API channel is kept for reuse. */
+export const DOCKER_IDLE_CHANNEL_MS = 20_000;
+
+/**
+ * A request that died with its channel (reset, or closed before the answer) and never reached
+ * dockerd's answer: safe to send once more when the operation is idempotent.
+ */
+export function isDeadChannel(err: unknown): boolean {
+  const e = err as DockerodeError;
+  return (
+    e?.statusCode === undefined &&
+    (e?.code === 'ECONNRESET' || e?.code === 'EPIPE' || /socket hang up/i.test(String(e?.message ?? '')))
+  );
 }
 
 /** The dockerode-backed engine; build it with `remoteEngine` or `localEngine`. */
@@ -278,11 +315,22 @@ class DockerEngine implements ContainerEngine {
     );
   }
 
-  async #call<T>(op: string, ref: string | undefined, fn: () => Promise<T>): Promise<T> {
+  /** One API request; an idempotent one (`retry`) is sent again when its channel died under it. */
+  async #call<T>(op: string, ref: string | undefined, fn: () => Promise<T>, retry = true): Promise<T> {
+    try {
+      return await (retry ? this.#again(fn) : fn());
+    } catch (err) {
+      throw this.#error(err, op, ref);
+    }
+  }
+
+  /** Run an idempotent request; once more on a fresh channel when its channel died under it. */
+  async #again<T>(fn: () => Promise<T>): Promise<T> {
     try {
       return await fn();
     } catch (err) {
-      throw this.#error(err, op, ref);
+      if (!isDeadChannel(err)) throw err;
+      return fn();
     }
   }
 
@@ -308,7 +356,7 @@ class DockerEngine implements ContainerEngine {
 
   async inspectContainer(ref: string): Promise<ContainerInfo | undefined> {
     try {
-      const c = await this.docker.getContainer(ref).inspect();
+      const c = await this.#again(() => this.docker.getContainer(ref).inspect());
       return {
         id: c.Id,
         name: c.Name.replace(/^\//, ''),
@@ -353,7 +401,7 @@ class DockerEngine implements ContainerEngine {
 
   async inspectImage(ref: string): Promise<ImageInfo | undefined> {
     try {
-      const i = await this.docker.getImage(ref).inspect();
+      const i = await this.#again(() => this.docker.getImage(ref).inspect());
       return {
         id: i.Id,
         tags: i.RepoTags ?? [],
@@ -373,45 +421,49 @@ class DockerEngine implements ContainerEngine {
 
   async createContainer(spec: ContainerSpec): Promise<string> {
     const hc = spec.healthcheck;
-    const c = await this.#call('create', spec.name, () =>
-      this.docker.createContainer({
-        name: spec.name,
-        Image: spec.image,
-        ...(spec.command ? { Cmd: [...spec.command] } : {}),
-        ...(spec.entrypoint ? { Entrypoint: [...spec.entrypoint] } : {}),
-        ...(spec.env ? { Env: envList(spec.env) } : {}),
-        Labels: { ...(spec.labels ?? {}) },
-        ...(spec.user ? { User: spec.user } : {}),
-        ...(spec.workingDir ? { WorkingDir: spec.workingDir } : {}),
-        ...(hc
-          ? {
-              Healthcheck: {
-                Test: ['CMD', ...hc.test],
-                Interval: nsOf(hc.intervalMs),
-                Timeout: nsOf(hc.timeoutMs),
-                Retries: hc.retries,
-                StartPeriod: nsOf(hc.startPeriodMs),
-              },
-            }
-          : {}),
-        HostConfig: {
-          ...(spec.volumes ? { Binds: [...spec.volumes] } : {}),
-          ...(spec.network ? { NetworkMode: spec.network } : {}),
-          ...(spec.restart ? { RestartPolicy: { Name: spec.restart } } : {}),
-          ...(spec.privileged ? { Privileged: true } : {}),
-          ...(spec.capAdd ? { CapAdd: [...spec.capAdd] } : {}),
-          ...(spec.capDrop ? { CapDrop: [...spec.capDrop] } : {}),
-          ...(spec.pidMode ? { PidMode: spec.pidMode } : {}),
-          ...(spec.securityOpt ? { SecurityOpt: [...spec.securityOpt] } : {}),
-        },
-      }),
+    const c = await this.#call(
+      'create',
+      spec.name,
+      () =>
+        this.docker.createContainer({
+          name: spec.name,
+          Image: spec.image,
+          ...(spec.command ? { Cmd: [...spec.command] } : {}),
+          ...(spec.entrypoint ? { Entrypoint: [...spec.entrypoint] } : {}),
+          ...(spec.env ? { Env: envList(spec.env) } : {}),
+          Labels: { ...(spec.labels ?? {}) },
+          ...(spec.user ? { User: spec.user } : {}),
+          ...(spec.workingDir ? { WorkingDir: spec.workingDir } : {}),
+          ...(hc
+            ? {
+                Healthcheck: {
+                  Test: ['CMD', ...hc.test],
+                  Interval: nsOf(hc.intervalMs),
+                  Timeout: nsOf(hc.timeoutMs),
+                  Retries: hc.retries,
+                  StartPeriod: nsOf(hc.startPeriodMs),
+                },
+              }
+            : {}),
+          HostConfig: {
+            ...(spec.volumes ? { Binds: [...spec.volumes] } : {}),
+            ...(spec.network ? { NetworkMode: spec.network } : {}),
+            ...(spec.restart ? { RestartPolicy: { Name: spec.restart } } : {}),
+            ...(spec.privileged ? { Privileged: true } : {}),
+            ...(spec.capAdd ? { CapAdd: [...spec.capAdd] } : {}),
+            ...(spec.capDrop ? { CapDrop: [...spec.capDrop] } : {}),
+            ...(spec.pidMode ? { PidMode: spec.pidMode } : {}),
+            ...(spec.securityOpt ? { SecurityOpt: [...spec.securityOpt] } : {}),
+          },
+        }),
+      false, // a create sent twice conflicts with itself
     );
     return c.id;
   }
 
   async startContainer(ref: string): Promise<void> {
     try {
-      await this.docker.getContainer(ref).start();
+      await this.#again(() => this.docker.getContainer(ref).start());
     } catch (err) {
       if ((err as DockerodeError).statusCode !== DOCKER_STATUS.NOT_MODIFIED) throw this.#error(err, 'start', ref);
     }
@@ -419,7 +471,9 @@ class DockerEngine implements ContainerEngine {
 
   async stopContainer(ref: string, opts: { timeoutS?: number } = {}): Promise<void> {
     try {
-      await this.docker.getContainer(ref).stop(opts.timeoutS === undefined ? {} : { t: opts.timeoutS });
+      await this.#again(() =>
+        this.docker.getContainer(ref).stop(opts.timeoutS === undefined ? {} : { t: opts.timeoutS }),
+      );
     } catch (err) {
       if ((err as DockerodeError).statusCode !== DOCKER_STATUS.NOT_MODIFIED) throw this.#error(err, 'stop', ref);
     }
@@ -427,7 +481,7 @@ class DockerEngine implements ContainerEngine {
 
   async removeContainer(ref: string, opts: { force?: boolean } = {}): Promise<void> {
     try {
-      await this.docker.getContainer(ref).remove({ force: Boolean(opts.force) });
+      await this.#again(() => this.docker.getContainer(ref).remove({ force: Boolean(opts.force) }));
     } catch (err) {
       if ((err as DockerodeError).statusCode !== DOCKER_STATUS.NOT_FOUND) throw this.#error(err, 'rm', ref);
     }
@@ -439,42 +493,47 @@ class DockerEngine implements ContainerEngine {
     opts: { env?: Readonly<Record<string, string | Secret>>; user?: string; timeoutMs?: number } = {},
   ): Promise<ContainerExecResult> {
     const shown = argv.join(' ');
-    return this.#call('exec', ref, async () => {
-      const ex = await this.docker.getContainer(ref).exec({
-        Cmd: [...argv],
-        AttachStdout: true,
-        AttachStderr: true,
-        ...(opts.env ? { Env: envList(opts.env) } : {}),
-        ...(opts.user ? { User: opts.user } : {}),
-      });
-      // Without hijacking, dockerd streams the multiplexed output as the response body until the command ends.
-      const stream = (await ex.start({ hijack: false, stdin: false, Detach: false })) as NodeJS.ReadableStream & {
-        destroy(): void;
-      };
-      let timer: NodeJS.Timeout | undefined;
-      const raw = await Promise.race([
-        drain(stream),
-        new Promise<never>((_, reject) => {
-          if (opts.timeoutMs === undefined) return;
-          timer = setTimeout(() => {
-            stream.destroy();
-            reject(
-              new TimeoutError(
-                'E_DOCKER_EXEC_TIMEOUT',
-                `${this.where}: '${shown}' in ${ref} did not finish within ${opts.timeoutMs} ms`,
-                {
-                  hint: 'Docker cannot kill an exec: the process may still run in the container.',
-                  details: { engine: this.where, container: ref, timeoutMs: opts.timeoutMs },
-                },
-              ),
-            );
-          }, opts.timeoutMs);
-        }),
-      ]).finally(() => clearTimeout(timer));
-      const info = await ex.inspect();
-      const { stdout, stderr } = demuxDockerStream(raw);
-      return { code: info.ExitCode ?? -1, stdout: stdout.toString('utf8'), stderr: stderr.toString('utf8') };
-    });
+    return this.#call(
+      'exec',
+      ref,
+      async () => {
+        const ex = await this.docker.getContainer(ref).exec({
+          Cmd: [...argv],
+          AttachStdout: true,
+          AttachStderr: true,
+          ...(opts.env ? { Env: envList(opts.env) } : {}),
+          ...(opts.user ? { User: opts.user } : {}),
+        });
+        // Without hijacking, dockerd streams the multiplexed output as the response body until the command ends.
+        const stream = (await ex.start({ hijack: false, stdin: false, Detach: false })) as NodeJS.ReadableStream & {
+          destroy(): void;
+        };
+        let timer: NodeJS.Timeout | undefined;
+        const raw = await Promise.race([
+          drain(stream),
+          new Promise<never>((_, reject) => {
+            if (opts.timeoutMs === undefined) return;
+            timer = setTimeout(() => {
+              stream.destroy();
+              reject(
+                new TimeoutError(
+                  'E_DOCKER_EXEC_TIMEOUT',
+                  `${this.where}: '${shown}' in ${ref} did not finish within ${opts.timeoutMs} ms`,
+                  {
+                    hint: 'Docker cannot kill an exec: the process may still run in the container.',
+                    details: { engine: this.where, container: ref, timeoutMs: opts.timeoutMs },
+                  },
+                ),
+              );
+            }, opts.timeoutMs);
+          }),
+        ]).finally(() => clearTimeout(timer));
+        const info = await ex.inspect();
+        const { stdout, stderr } = demuxDockerStream(raw);
+        return { code: info.ExitCode ?? -1, stdout: stdout.toString('utf8'), stderr: stderr.toString('utf8') };
+      },
+      false,
+    ); // a command is not run twice
   }
 
   async logs(ref: string, opts: { tail?: number } = {}): Promise<{ stdout: string; stderr: string }> {
