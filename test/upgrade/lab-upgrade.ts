@@ -51,15 +51,18 @@ export async function upgradePlan(
 const probeScript = (vip: string): string => `
 while :; do
   s=$(date +%s%3N)
-  tok=$(curl -s -m 5 -o /dev/null -D - -H 'Content-Type: application/json' -d @/probe/auth.json \\
-        http://${vip}:5000/v3/auth/tokens | awk 'tolower($1)=="x-subject-token:" {print $2}' | tr -d '\\r')
+  hdr=$(curl -s -m 5 -o /dev/null -D - -w 'code=%{http_code}\\n' -H 'Content-Type: application/json' -d @/probe/auth.json \\
+        http://${vip}:5000/v3/auth/tokens); rc=$?
+  tok=$(printf '%s\\n' "$hdr" | awk 'tolower($1)=="x-subject-token:" {print $2}' | tr -d '\\r')
   ok=fail
   if [ -n "$tok" ]; then
     printf 'X-Auth-Token: %s\\n' "$tok" > /tmp/h
-    code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' -H @/tmp/h http://${vip}:8774/v2.1/servers)
-    [ "$code" = 200 ] && ok=ok
+    code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' -H @/tmp/h http://${vip}:8774/v2.1/servers); rc=$?
+    if [ "$code" = 200 ]; then ok=ok; why=-; else why="servers:curl$rc:http$code"; fi
+  else
+    why="token:curl$rc:$(printf '%s\\n' "$hdr" | sed -n 's/^code=//p')"
   fi
-  echo "$ok $s"
+  echo "$ok $s $why"
   sleep 0.1
 done
 `;
@@ -68,6 +71,8 @@ done
 export interface ProbeResult {
   readonly ok: boolean;
   readonly at: number;
+  /** Why a try failed: `token:curl<exit>:http<code>` or `servers:curl<exit>:http<code>` (curl 28: timed out). */
+  readonly why?: string;
 }
 
 /** A probe container on the deploy host; `stop()` removes it and returns its tries. */
@@ -112,8 +117,8 @@ export function startProbe(
       return out
         .split('\n')
         .map((l) => l.trim().split(' '))
-        .filter((f) => f.length === 2 && (f[0] === 'ok' || f[0] === 'fail'))
-        .map(([s, t]) => ({ ok: s === 'ok', at: Number(t) }));
+        .filter((f) => f.length >= 2 && (f[0] === 'ok' || f[0] === 'fail'))
+        .map(([s, t, why]) => ({ ok: s === 'ok', at: Number(t), ...(s === 'fail' && why ? { why } : {}) }));
     },
   };
 }
@@ -158,6 +163,13 @@ export function probeFigures(
     }
   }
   const okShare = probes.filter((p) => p.ok).length / Math.max(1, probes.length);
+  // where and why the failures outside the declared outages happened: the phase under way, the cause
+  const phaseAt = (t: number): string => phases.find((p) => t >= p.from && t <= p.to)?.phase ?? 'between phases';
+  const outside = new Map<string, number>();
+  for (const p of failedOutside) {
+    const k = `${phaseAt(p.at)} ${p.why ?? '?'}`;
+    outside.set(k, (outside.get(k) ?? 0) + 1);
+  }
   const text =
     `probes ${probes.length}, success ${(okShare * 100).toFixed(1)} %, longest gap ${(longestGapMs / 1000).toFixed(1)} s, ` +
     `failed outside the declared outages ${failedOutside.length}\n` +
@@ -166,7 +178,8 @@ export function probeFigures(
         (p) =>
           `  ${p.phase.padEnd(40)} ${((p.to - p.from) / 1000).toFixed(1)} s${declared.includes(p.phase) ? ' (declared outage)' : ''}\n`,
       )
-      .join('');
+      .join('') +
+    [...outside].map(([k, n]) => `  failed outside: ${n} x ${k}\n`).join('');
   return { okShare, longestGapMs, failedOutside, text };
 }
 
