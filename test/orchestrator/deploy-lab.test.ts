@@ -704,7 +704,7 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
         expect(report?.ok, text).toBe(false);
         expect(report?.failures).toHaveLength(1);
         expect(report?.failures[0]).toMatchObject({ node: 'cmp-0', path: 'step 4/cmp-0/nova_compute/health' });
-        expect(text).toMatch(/E_HEALTH_TIMEOUT: cmp-0: container nova_compute not healthy/);
+        expect(text).toMatch(/E_HEALTH_TIMEOUT: cmp-0: container nova_compute \(nova-compute\) not healthy/);
         expect(text).toMatch(/impl_rabbit .*Connection failed: .*ECONNREFUSED/);
       } finally {
         await cmp.exec(['iptables', '-D', ...rule], { timeoutMs: 10_000 });
