@@ -230,9 +230,24 @@ export const EvacuationSettingsSchema = Type.Object(
   { ...strict, description: 'knobs of the built-in nova-evacuate hook' },
 );
 
+export const PullSettingsSchema = Type.Object(
+  {
+    concurrency: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        maximum: 256,
+        default: 4,
+        description: 'nodes pulling the target images at once (each pulls its images one by one)',
+      }),
+    ),
+  },
+  { ...strict, description: "knobs of the upgrade's pre-pull phase" },
+);
+
 export const UpgradeSettingsSchema = Type.Object(
   {
     evacuation: Type.Optional(EvacuationSettingsSchema),
+    pull: Type.Optional(PullSettingsSchema),
     hooks: Type.Optional(
       Type.Record(Type.String({ pattern: '^[a-z][a-z0-9-]*$' }), UpgradeHookSchema, {
         description: 'hook name -> hook; a name of a built-in hook (nova-evacuate, nova-enable) replaces it',

@@ -111,6 +111,8 @@ export type UpgradeActionKind = UpgradeAction['kind'];
 export interface UpgradeStep {
   readonly title: string;
   readonly actions: readonly UpgradeAction[];
+  /** At most this many nodes work on the step at once (unset: every node of the step). */
+  readonly concurrency?: number;
 }
 
 /** A declared stop of the runner: it waits for `upgrade --continue`. */

@@ -46,6 +46,9 @@ import {
   type SkewViolation,
 } from './skew.js';
 
+/** Nodes pulling at once when the inventory does not say (`upgrade.pull.concurrency`). */
+export const DEFAULT_PULL_CONCURRENCY = 4;
+
 /** Inputs of the planner. */
 export interface UpgradeInput {
   readonly inventory: Inventory;
@@ -312,7 +315,15 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
   };
   hookPhase('pre-upgrade');
 
-  // Pre-pull: every target image on every node, before anything stops.
+  // Pre-pull: every target image on every node, before anything stops; a few nodes at a time.
+  const pulls = everyNode
+    .map((node) => ({
+      kind: 'pull' as const,
+      node,
+      images: [...new Set(swapsOn(changed, node).map((w) => w.to))].sort(),
+    }))
+    .filter((a) => a.images.length > 0);
+  const pullConcurrency = inv.upgrade?.pull?.concurrency ?? DEFAULT_PULL_CONCURRENCY;
   phases.push(
     phase(
       'pull',
@@ -320,16 +331,9 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
       PHASE_KINDS.pull,
       [],
       [
-        step(
-          'pull',
-          everyNode
-            .map((node) => ({
-              kind: 'pull' as const,
-              node,
-              images: [...new Set(swapsOn(changed, node).map((w) => w.to))].sort(),
-            }))
-            .filter((a) => a.images.length > 0),
-        ),
+        pulls.length > pullConcurrency
+          ? { ...step(`pull, ${pullConcurrency} node(s) at a time`, pulls), concurrency: pullConcurrency }
+          : step('pull', pulls),
       ],
     ),
   );

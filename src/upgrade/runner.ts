@@ -314,7 +314,7 @@ export async function runUpgrade(ctx: UpgradeContext, deps: RunnerDeps): Promise
             return 'done';
           },
         })),
-        Math.max(1, lanes.size),
+        Math.max(1, Math.min(lanes.size, st.concurrency ?? lanes.size)),
       );
       // A batch's hook that failed before the swap: its nodes are not swapped (reported above or here).
       if (batch && !stepOk) {

@@ -1,6 +1,6 @@
 import { readdirSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { StackctlError } from '../../src/core/errors.js';
+import { StackctlError, type ValidationFailed } from '../../src/core/errors.js';
 import { defaultReleasesDir, defaultRolesDir } from '../../src/core/paths.js';
 import { generateInventoryYaml } from '../../src/inventory/generate.js';
 import { parseInventory } from '../../src/inventory/load.js';
@@ -180,6 +180,33 @@ describe('planUpgrade zed -> zed-update on 3 controllers and 2 computes', () => 
       .map((x) => actions(x).flatMap((a) => (a.kind === 'swap' ? [a.node] : [])));
     expect(got).toEqual(batches);
     expect(p.options.batch).toBe(batch ?? 'role');
+  });
+
+  it('pulls on a bounded number of nodes at once: 4 by default, upgrade.pull.concurrency in the inventory', () => {
+    const pullStep = (p: UpgradePlan) => phaseById(p, 'pull').steps[0]!;
+    const byDefault = pullStep(plan(zedUpdate));
+    expect(byDefault.actions.map((a) => ('node' in a ? a.node : '')).sort()).toEqual([
+      'cmp-0',
+      'cmp-1',
+      'ctl-0',
+      'ctl-1',
+      'ctl-2',
+    ]);
+    expect(byDefault.concurrency).toBe(4);
+    const one = pullStep(plan(zedUpdate, {}, 'upgrade:\n  pull:\n    concurrency: 1\n'));
+    expect(one.concurrency).toBe(1);
+    expect(one.title).toBe('pull, 1 node(s) at a time');
+    // fewer nodes than the limit: no limit to state
+    expect(pullStep(plan(zedUpdate, {}, 'upgrade:\n  pull:\n    concurrency: 8\n')).concurrency).toBeUndefined();
+    const bad = (() => {
+      try {
+        inventory('upgrade:\n  pull:\n    concurrency: 0\n');
+      } catch (err) {
+        return err as ValidationFailed;
+      }
+      return undefined;
+    })();
+    expect(bad?.issues.map((i) => i.location.path)).toEqual(['/upgrade/pull/concurrency']);
   });
 
   it('evacuates each batch with the nova-compute hooks around the swap', () => {

@@ -121,6 +121,27 @@ describe('the upgrade runner', () => {
     expect(span('health', 'glance@b').from).toBeGreaterThan(step1End);
   });
 
+  it("holds a step to its concurrency: with 2, at most two nodes' actions are in flight at once", async () => {
+    const pulls = ['a', 'b', 'c', 'd', 'e'].map((node): UpgradeAction => ({ kind: 'pull', node, images: ['r/x:2'] }));
+    const base = planOf([phase('pull', 'pull', [pulls])]);
+    const plan: UpgradePlan = {
+      ...base,
+      phases: base.phases.map((p) => ({ ...p, steps: p.steps.map((s) => ({ ...s, concurrency: 2 })) })),
+    };
+    const { handlers, spans } = recordingHandlers({ ticks: () => 3 });
+    const { ctx } = fakeContext(plan);
+    await runUpgrade(ctx, {
+      handlers,
+      journal: journal(journalFile(), plan, RunMode.NEW),
+      mode: RunMode.NEW,
+      setRelease: () => undefined,
+    });
+    expect(spans.map((s) => s.subject).sort()).toEqual(['a', 'b', 'c', 'd', 'e']);
+    const inFlight = (t: number): number => spans.filter((s) => s.from <= t && t < s.to).length;
+    const most = Math.max(...spans.map((s) => inFlight(s.from)));
+    expect(most).toBe(2);
+  });
+
   it('stops before a declared pause; --resume stops there again; --continue passes it and skips what is done', async () => {
     const plan = updatePlan('migration');
     const paused = plan.phases.find((p) => p.pauseBefore)!;

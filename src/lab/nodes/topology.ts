@@ -104,6 +104,12 @@ export function labInventoryYaml(o: LabTopologyOptions): string {
     // a container node runs sshd and dockerd from its start: installed by others, never PXE-booted
     lines.push(...n.lines, '    root_device: { min_size_gb: 8 }', '    preprovisioned: true');
   }
+  lines.push(
+    'upgrade:',
+    "  # Every lab node shares this machine's cores, and a pull unpacks its layers on them:",
+    '  # one node pulls at a time, so that the APIs keep answering during an upgrade.',
+    '  pull: { concurrency: 1 }',
+  );
   return lines.join('\n') + '\n';
 }
 
