@@ -159,6 +159,8 @@ export interface ContainerEngine {
   stopContainer(ref: string, opts?: { timeoutS?: number }): Promise<void>;
   /** Remove; a missing container is not an error (re-runs must be harmless). */
   removeContainer(ref: string, opts?: { force?: boolean }): Promise<void>;
+  /** Remove a named volume and its data; a missing volume is not an error. Fails while a container uses it. */
+  removeVolume(name: string): Promise<void>;
   /** Run a command in a running container and wait for it. */
   exec(
     ref: string,
@@ -484,6 +486,14 @@ class DockerEngine implements ContainerEngine {
       await this.#again(() => this.docker.getContainer(ref).remove({ force: Boolean(opts.force) }));
     } catch (err) {
       if ((err as DockerodeError).statusCode !== DOCKER_STATUS.NOT_FOUND) throw this.#error(err, 'rm', ref);
+    }
+  }
+
+  async removeVolume(name: string): Promise<void> {
+    try {
+      await this.#again(() => this.docker.getVolume(name).remove());
+    } catch (err) {
+      if ((err as DockerodeError).statusCode !== DOCKER_STATUS.NOT_FOUND) throw this.#error(err, 'volume rm', name);
     }
   }
 

@@ -203,7 +203,7 @@ export function buildPlan(input: PlanInput): PlanResult {
     }
   }
 
-  // Template settings: defaults declared by the services, overridden by cloud.settings.
+  // Template settings: defaults declared by the services, overridden by the release's, then by cloud.settings.
   const settings: Record<string, string | number | boolean> = {};
   for (const svc of usedServices) Object.assign(settings, svc.settings ?? {});
   for (const svc of usedServices)
@@ -215,6 +215,18 @@ export function buildPlan(input: PlanInput): PlanResult {
           { hint: `Declare it under settings: in a service file, or fix the name in roles/services/${svc.name}.yaml.` },
         );
       }
+  for (const [k, v] of Object.entries(release.settings ?? {})) {
+    if (!(k in settings)) {
+      throw new InputError(
+        'E_UNKNOWN_SETTING',
+        `settings.${k} of release manifest ${release.name} is not a setting of any service this cloud runs`,
+        {
+          hint: `Fix the name in images/releases/${release.name}.yaml; known settings: ${Object.keys(settings).sort().join(', ')}.`,
+        },
+      );
+    }
+    settings[k] = v;
+  }
   for (const [k, v] of Object.entries(inv.cloud.settings ?? {})) {
     if (!(k in settings)) {
       throw new InputError('E_UNKNOWN_SETTING', `cloud.settings.${k} is not a setting of any service this cloud runs`, {

@@ -216,6 +216,22 @@ export const UpgradeSchema = Type.Object(
     check: Commands('pre-upgrade checks (e.g. nova-status upgrade check)'),
     backup_database: Type.Boolean({ description: 'dump the database before a contract or offline migration' }),
     rolling: Type.Boolean({ description: 'restart node by node behind HAProxy rather than all at once' }),
+    distro_change: Type.Optional(
+      Type.Object(
+        {
+          reset_volumes: Type.Array(Type.String({ pattern: '^[a-z][a-z0-9_]*$' }), {
+            minItems: 1,
+            description: "named volumes of the service's containers emptied: data the new version cannot read",
+          }),
+        },
+        {
+          ...strict,
+          description:
+            'when the target release changes distribution suite: stop on every node, empty these volumes, ' +
+            'start again (bootstrap node first) instead of rolling',
+        },
+      ),
+    ),
     skew: Type.Optional(SkewSchema),
     hooks: Type.Optional(
       Type.Object(
@@ -306,6 +322,16 @@ export const ReleaseSchema = Type.Object(
           packages: Type.Optional(Type.Array(Type.String({ pattern: '^[a-z0-9][a-z0-9.+-]*$' }), { default: [] })),
         },
         strict,
+      ),
+    ),
+    settings: Type.Optional(
+      Type.Record(
+        Type.String({ pattern: '^[a-z][a-z0-9_]*$' }),
+        Type.Union([Type.String(), Type.Number(), Type.Boolean()]),
+        {
+          description:
+            "settings this release's packages need, over the services' defaults and under the inventory's cloud.settings",
+        },
       ),
     ),
   },

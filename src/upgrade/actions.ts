@@ -282,7 +282,23 @@ export const stop: ActionHandler<Of<'stop'>> = async (a, ctx) => {
     await docker.removeContainer(name, { force: true });
     stopped++;
   }
-  return `${stopped} stopped and removed, ${a.containers.length - stopped} already gone`;
+  const done = `${stopped} stopped and removed, ${a.containers.length - stopped} already gone`;
+  if (!a.resetVolumes?.length) return done;
+  for (const v of a.resetVolumes) {
+    try {
+      await docker.removeVolume(v);
+    } catch (err) {
+      throw new RemoteError(
+        'E_VOLUME_RESET',
+        `${a.node}: cannot empty volume ${v} of ${a.service}: ${messageOf(err)}`,
+        {
+          hint: `Check with 'docker volume inspect ${v}' on ${a.node} that no other container uses it, then run 'stackctl upgrade --resume'.`,
+          cause: err,
+        },
+      );
+    }
+  }
+  return `${done}; volume(s) ${a.resetVolumes.join(', ')} emptied`;
 };
 
 /**

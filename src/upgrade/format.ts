@@ -25,7 +25,9 @@ export const ACTION_FORMAT: {
     `hook ${a.hook} (${a.source}${a.command ? `: ${argv(a.command)}` : ''}) on ${a.runOn}, nodes ${list(a.nodes)}`,
   drain: (a) => `${a.node}: drain HAProxy backends ${list(a.frontends)}`,
   swap: (a) => `${a.node}: recreate ${swaps(a.containers)}`,
-  stop: (a) => `${a.node}: stop ${list(a.containers)} (${a.service})`,
+  stop: (a) =>
+    `${a.node}: stop ${list(a.containers)} (${a.service})` +
+    (a.resetVolumes?.length ? `, then empty volume(s) ${list(a.resetVolumes)}` : ''),
   start: (a) => `${a.node}: start ${swaps(a.containers)}`,
   health: (a) => `${a.node}: health gate ${list(a.services)}`,
   enable: (a) => `${a.node}: re-enable HAProxy backends ${list(a.frontends)}`,

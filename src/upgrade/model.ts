@@ -88,7 +88,14 @@ export type UpgradeAction =
     }
   | { readonly kind: 'drain'; readonly node: string; readonly frontends: readonly string[] }
   | { readonly kind: 'swap'; readonly node: string; readonly containers: readonly ContainerSwap[] }
-  | { readonly kind: 'stop'; readonly service: string; readonly node: string; readonly containers: readonly string[] }
+  | {
+      readonly kind: 'stop';
+      readonly service: string;
+      readonly node: string;
+      readonly containers: readonly string[];
+      /** Named volumes removed once the containers are gone (a distribution change resets them). */
+      readonly resetVolumes?: readonly string[];
+    }
   | { readonly kind: 'start'; readonly node: string; readonly containers: readonly ContainerSwap[] }
   | { readonly kind: 'health'; readonly node: string; readonly services: readonly string[] }
   | { readonly kind: 'enable'; readonly node: string; readonly frontends: readonly string[] }

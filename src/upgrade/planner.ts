@@ -131,6 +131,7 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
   const fromOrd = seriesOrdinal(current.series);
   const toOrd = seriesOrdinal(target.series);
   const registry = inv.cloud.registry;
+  const distroChange = current.distro.suite !== target.distro.suite;
 
   // Where each service runs (inventory order), and the services in deploy order.
   const nodesOf = new Map<string, string[]>();
@@ -161,7 +162,7 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
   // is not deployed (e.g. libvirt's containers under the lab's fake driver), so it is not upgraded either.
   const settings: Record<string, string | number | boolean> = {};
   for (const s of used) Object.assign(settings, svc(s).settings ?? {});
-  Object.assign(settings, inv.cloud.settings ?? {});
+  Object.assign(settings, target.settings ?? {}, inv.cloud.settings ?? {});
   for (const s of used) {
     for (const c of svc(s).containers) {
       if (c.when && !c.when.in.includes(settings[c.when.setting]!)) continue;
@@ -375,6 +376,10 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
       continue;
     }
     for (const s of group) phaseOf.set(s, id);
+    if (distroChange && group.some((s) => svc(s).upgrade.distro_change)) {
+      phases.push(resetPhase(id, group));
+      continue;
+    }
     const offline = group.filter((s) => svc(s).upgrade.migration === 'offline');
     const live = group.filter((s) => svc(s).upgrade.migration !== 'offline');
     const steps: UpgradeStep[] = [];
@@ -539,6 +544,66 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
     phases,
     warnings,
   };
+
+  /**
+   * A service whose file says its data does not survive a change of distribution (RabbitMQ 3 -> 4
+   * refuses the old data and never clusters with the old version): stopped on every node, its
+   * volumes emptied, started again, the bootstrap node first when the file asks for it, each start
+   * health gated. Old and new versions never run side by side.
+   */
+  function resetPhase(id: string, group: readonly string[]): UpgradePhase {
+    const names = group.join(', ');
+    const nodes = everyNode.filter((n) => group.some((s) => nodesOf.get(s)!.includes(n)));
+    for (const s of group) {
+      const declared = new Set(
+        svc(s).containers.flatMap((c) =>
+          (c.volumes ?? []).map((v) => v.split(':')[0]!).filter((v) => !v.startsWith('/')),
+        ),
+      );
+      const unknown = (svc(s).upgrade.distro_change?.reset_volumes ?? []).filter((v) => !declared.has(v));
+      if (unknown.length) {
+        throw new InputError(
+          'E_SERVICE_DEF',
+          `service ${s}: upgrade.distro_change.reset_volumes names ${unknown.join(', ')}, which no container of the service mounts`,
+          { hint: `Named volumes of ${s}: ${[...declared].join(', ') || '(none)'}; fix roles/services/${s}.yaml.` },
+        );
+      }
+    }
+    const first = group.some((s) => svc(s).bootstrap_first) ? [bootstrap(group[0]!)] : [];
+    const rounds = [first, nodes.filter((n) => !first.includes(n))].filter((r) => r.length);
+    const here = (node: string): string[] => group.filter((s) => nodesOf.get(s)!.includes(node));
+    const steps: UpgradeStep[] = [
+      step(
+        `stop ${names} on every node and empty ${group.length > 1 ? 'their' : 'its'} data (${current.distro.suite} -> ${target.distro.suite})`,
+        group.flatMap((s) =>
+          nodesOf.get(s)!.map((node) => ({
+            kind: 'stop' as const,
+            service: s,
+            node,
+            containers: swapsOn([s], node).map((w) => w.container),
+            ...(svc(s).upgrade.distro_change ? { resetVolumes: svc(s).upgrade.distro_change!.reset_volumes } : {}),
+          })),
+        ),
+      ),
+      ...rounds.flatMap((round) => [
+        step(
+          `start the new ${names} on ${round.join(', ')}`,
+          round.map((node) => ({ kind: 'start' as const, node, containers: swapsOn(here(node), node) })),
+        ),
+        step(
+          `health gate: ${names} on ${round.join(', ')}`,
+          round.map((node) => ({ kind: 'health' as const, node, services: here(node) })),
+        ),
+      ]),
+    ];
+    warnings.push(
+      `${names}: the distribution changes (${current.distro.suite} -> ${target.distro.suite}): stopped on every node, ` +
+        `data reset (${group.flatMap((s) => svc(s).upgrade.distro_change?.reset_volumes ?? []).join(', ')}), started afresh`,
+    );
+    return phase(id, 'control', `${PHASE_KINDS.control}: ${names} (distribution change: data reset)`, group, steps, {
+      availability: 'all-at-once',
+    });
+  }
 
   /** The target image of a service's n-th container. */
   function targetImageOf(s: string, n: number): string {

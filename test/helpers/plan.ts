@@ -6,13 +6,14 @@ import { parseInventory } from '../../src/inventory/load.js';
 import { loadCatalog } from '../../src/roles/catalog.js';
 import { buildPlan, type PlanResult } from '../../src/roles/plan.js';
 import { loadRelease } from '../../src/roles/release.js';
+import type { Release } from '../../src/roles/schema.js';
 
 /** The shipped roles and the zed release manifest. */
 export const catalog = loadCatalog(defaultRolesDir());
 export const release = loadRelease(defaultReleasesDir(), 'zed');
 
 /** The plan of an inventory given as text, with fresh IPAM and optional secrets. */
-export function planFromText(text: string, secrets?: ReadonlyMap<string, Secret>): PlanResult {
+export function planFromText(text: string, secrets?: ReadonlyMap<string, Secret>, rel: Release = release): PlanResult {
   const loaded = parseInventory('inv.yaml', text, { roles: catalog.roleInfo });
   const alloc = allocate(loaded.inventory, loaded.networks, catalog.roleInfo, EMPTY_IPAM, (p) =>
     loaded.source.locate(p),
@@ -21,7 +22,7 @@ export function planFromText(text: string, secrets?: ReadonlyMap<string, Secret>
     inventory: loaded.inventory,
     inventoryDigest: sha256(text),
     catalog,
-    release,
+    release: rel,
     addresses: alloc.addresses,
     ...(secrets ? { secrets } : {}),
   });

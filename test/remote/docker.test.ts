@@ -134,6 +134,28 @@ describe('Docker over the pooled SSH connection', () => {
     expect(sshd.connections()).toBe(1);
   });
 
+  it('removes a named volume and its data, refusing while a container uses it; a missing one is no error', async () => {
+    const vol = `stackctl-test-vol-${process.pid}`;
+    const user = `${name}-vol`;
+    await engine.createContainer({
+      name: user,
+      image: IMAGE,
+      command: ['sh', '-c', 'echo kept > /data/f; exec sleep 300'],
+      labels: { [LABEL]: '1' },
+      volumes: [`${vol}:/data`],
+      restart: 'no',
+    });
+    await engine.startContainer(user);
+    const inspect = (): boolean => spawnSync('docker', ['volume', 'inspect', vol], { stdio: 'ignore' }).status === 0;
+    expect(inspect()).toBe(true);
+    await expect(engine.removeVolume(vol)).rejects.toBeInstanceOf(RemoteError);
+    expect(inspect()).toBe(true);
+    await engine.removeContainer(user, { force: true });
+    await engine.removeVolume(vol);
+    expect(inspect()).toBe(false);
+    await engine.removeVolume(vol); // removing a removed one
+  });
+
   it('reports pull progress and turns a failed pull into a RemoteError', async () => {
     const events: PullProgress[] = [];
     const err = await engine.pullImage('127.0.0.1:1/stackctl-test/none:1', { onProgress: (p) => events.push(p) }).then(

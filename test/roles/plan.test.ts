@@ -3,7 +3,9 @@ import { describe, expect, it } from 'vitest';
 import { sha256 } from '../../src/core/hash.js';
 import { Secret } from '../../src/core/secret.js';
 import { generateInventoryYaml } from '../../src/inventory/generate.js';
-import { planToJson, type Plan } from '../../src/roles/plan.js';
+import { defaultReleasesDir } from '../../src/core/paths.js';
+import { planToJson, type Plan, type PlanResult } from '../../src/roles/plan.js';
+import { loadRelease } from '../../src/roles/release.js';
 import { catalog, planFromText } from '../helpers/plan.js';
 import { copyInventory, runCli } from '../helpers/cli.js';
 
@@ -122,6 +124,25 @@ describe('the plan', () => {
     ]);
     const bad = text.replace('nova_compute_driver', 'nova_compute_drivr');
     expect(() => planFor(bad)).toThrow(/nova_compute_drivr.*not a setting/);
+  });
+
+  it("takes the release manifest's settings over the services' defaults: epoxy's RabbitMQ 4 gets no mirroring policy", () => {
+    const text = generateInventoryYaml({ controllers: 1, computes: 1 });
+    const defs = (r: PlanResult): Record<string, unknown> =>
+      JSON.parse(r.rendered.get('ctl-0')!.get('/etc/stackctl/rabbitmq/definitions.json')!) as Record<string, unknown>;
+    const epoxy = loadRelease(defaultReleasesDir(), 'epoxy');
+    expect(defs(planFor(text)).policies).toEqual([expect.objectContaining({ name: 'ha-all' })]);
+    expect(defs(planFor(text, undefined, epoxy)).policies).toEqual([]);
+    // the inventory still has the last word
+    const forced = text.replace('release: zed }', 'release: zed, settings: { rabbitmq_mirror_queues: true } }');
+    expect(defs(planFor(forced, undefined, epoxy)).policies).toHaveLength(1);
+    const typo = { ...epoxy, settings: { rabbitmq_mirror_queue: false } };
+    expect(() => planFor(text, undefined, typo)).toThrow(
+      expect.objectContaining({
+        code: 'E_UNKNOWN_SETTING',
+        message: expect.stringContaining('settings.rabbitmq_mirror_queue of release manifest epoxy'),
+      }),
+    );
   });
 
   it('adding a node changes no other node', async () => {

@@ -27,6 +27,8 @@ function recordingNode(
     exitCode?: number;
     /** A container a killed run left: running for `polls` inspections, then `status` (default exited) with `exitCode`. */
     leftover?: { name: string; labels: Record<string, string>; polls: number; status?: string; exitCode?: number };
+    /** A volume whose removal fails as Docker's does while a container uses it. */
+    volumeBusy?: string;
   } = {},
 ) {
   const log: string[] = [];
@@ -69,6 +71,10 @@ function recordingNode(
         log.push(`remove ${name}`);
         containers.delete(name);
         if (leftover?.name === name) leftover = undefined;
+      },
+      removeVolume: async (name: string) => {
+        if (opts.volumeBusy === name) throw new Error(`volume is in use - [${name}]`);
+        log.push(`volume rm ${name}`);
       },
       createContainer: async (spec: { name: string; image: string; command?: readonly string[]; restart?: string }) => {
         log.push(`create ${spec.name} ${spec.image} ${spec.command?.join(' ')} restart=${spec.restart}`);
@@ -153,6 +159,25 @@ describe('upgrade actions', () => {
     expect(await stop(a, ctx)).toBe('1 stopped and removed, 1 already gone');
     expect(n.log).toEqual(['stop keystone', 'remove keystone']);
     expect(await stop(a, ctx)).toBe('0 stopped and removed, 2 already gone');
+  });
+
+  it('empties the volumes a distribution change resets once the containers are gone, and says which failed', async () => {
+    const n = recordingNode('ctl-0', { containers: new Set(['rabbitmq']) });
+    const ctx = contextOver({ 'ctl-0': n.access });
+    const a = {
+      kind: 'stop',
+      service: 'rabbitmq',
+      node: 'ctl-0',
+      containers: ['rabbitmq'],
+      resetVolumes: ['rabbitmq_data'],
+    } as const;
+    expect(await stop(a, ctx)).toBe('1 stopped and removed, 0 already gone; volume(s) rabbitmq_data emptied');
+    expect(n.log).toEqual(['stop rabbitmq', 'remove rabbitmq', 'volume rm rabbitmq_data']);
+    const busy = recordingNode('ctl-1', { volumeBusy: 'rabbitmq_data' });
+    await expect(stop({ ...a, node: 'ctl-1' }, contextOver({ 'ctl-1': busy.access }))).rejects.toMatchObject({
+      code: 'E_VOLUME_RESET',
+      message: expect.stringContaining('ctl-1: cannot empty volume rabbitmq_data of rabbitmq: volume is in use'),
+    });
   });
 
   it('backs up through the client config on the node, atomically, and never puts a password in argv', async () => {

@@ -509,6 +509,59 @@ describe('fast-forward: a major upgrade that skips releases (zed -> epoxy)', () 
     expect(p.phases.map((x) => x.id).slice(0, 2)).toEqual(['precheck', 'pull']);
   });
 
+  it('resets RabbitMQ across the distribution change: stopped everywhere, its volume emptied, bootstrap node first', () => {
+    const p = ff();
+    const r = phaseById(p, 'control:rabbitmq');
+    expect(r.availability).toBe('all-at-once');
+    expect(r.steps.map((s) => s.title)).toEqual([
+      'stop rabbitmq on every node and empty its data (bookworm -> trixie)',
+      'start the new rabbitmq on ctl-0',
+      'health gate: rabbitmq on ctl-0',
+      'start the new rabbitmq on ctl-1, ctl-2',
+      'health gate: rabbitmq on ctl-1, ctl-2',
+    ]);
+    expect(r.steps[0]!.actions).toEqual(
+      ['ctl-0', 'ctl-1', 'ctl-2'].map((node) => ({
+        kind: 'stop',
+        service: 'rabbitmq',
+        node,
+        containers: ['rabbitmq'],
+        resetVolumes: ['rabbitmq_data'],
+      })),
+    );
+    expect(formatAction(r.steps[0]!.actions[0]!)).toBe(
+      'ctl-0: stop rabbitmq (rabbitmq), then empty volume(s) rabbitmq_data',
+    );
+    expect(p.warnings).toContainEqual(
+      expect.stringMatching(/^rabbitmq: the distribution changes \(bookworm -> trixie\)/),
+    );
+    // MariaDB keeps its data and rolls (start.sh runs mariadb-upgrade on the older data)
+    expect(actions(phaseById(p, 'control:mariadb')).some((a) => a.kind === 'stop')).toBe(false);
+    // an update within the distribution never resets
+    const rabbitUpdate: Release = {
+      ...zedUpdate,
+      images: { ...zedUpdate.images, rabbitmq: { ...zedUpdate.images['rabbitmq']!, tag: 'zed-9' } },
+    };
+    const rolled = phaseById(plan(rabbitUpdate), 'control:rabbitmq');
+    expect(rolled.availability).toBe('rolling');
+    expect(actions(rolled).map((a) => a.kind)).not.toContain('stop');
+  });
+
+  it('refuses a service file whose distro_change names a volume its containers do not mount', () => {
+    const services = new Map(catalog.services);
+    const r = services.get('rabbitmq')!;
+    services.set('rabbitmq', { ...r, upgrade: { ...r.upgrade, distro_change: { reset_volumes: ['rabbit_nope'] } } });
+    expect(() =>
+      planUpgrade({
+        inventory: inventory(),
+        catalog: { ...catalog, services },
+        current: zed,
+        target: epoxy,
+        options: { fastForward: true },
+      }),
+    ).toThrow(expect.objectContaining({ code: 'E_SERVICE_DEF', message: expect.stringContaining('rabbit_nope') }));
+  });
+
   it('stops and starts nova-compute inside the Nova window: no batches, no evacuation, no capacity check', () => {
     const p = ff({ batch: 1 });
     expect(p.phases.filter((x) => x.kind === 'batches')).toEqual([]);
