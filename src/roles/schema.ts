@@ -214,6 +214,13 @@ export const UpgradeSchema = Type.Object(
     contract: Commands('online: remove old schema, once no old-version service is up'),
     offline: Commands('offline: migrations run while every API of the service is stopped'),
     check: Commands('pre-upgrade checks (e.g. nova-status upgrade check)'),
+    fast_forward_waivers: Type.Optional(
+      Type.Array(Type.String({ minLength: 1 }), {
+        description:
+          "names of the check's findings (as it prints them) that may fail inside a fast-forward window, " +
+          'because the window itself replaces what they find',
+      }),
+    ),
     backup_database: Type.Boolean({ description: 'dump the database before a contract or offline migration' }),
     rolling: Type.Boolean({ description: 'restart node by node behind HAProxy rather than all at once' }),
     distro_change: Type.Optional(

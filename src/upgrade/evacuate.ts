@@ -36,6 +36,7 @@ export interface EvacuationSettings {
   readonly abortGraceMs: number;
   readonly movableStates: readonly string[];
   readonly allocationRatio: Resources;
+  readonly reportTimeoutMs: number;
 }
 
 /** Every knob of the evacuation, with its default. */
@@ -58,6 +59,8 @@ export const EVACUATION_DEFAULTS: EvacuationSettings = {
   movableStates: CAPACITY_DEFAULTS.movableStates,
   /** Allocation ratios of the capacity check. */
   allocationRatio: CAPACITY_DEFAULTS.allocationRatio,
+  /** How long a new nova-compute has to report to Nova (its report_interval is 10 s). */
+  reportTimeoutMs: 180_000,
 };
 
 /** Overrides of EVACUATION_DEFAULTS. */
@@ -76,6 +79,7 @@ export const EVACUATION_COMMANDS = {
     binary,
   ],
   enable: (host: string, binary: string) => ['compute', 'service', 'set', '--enable', host, binary],
+  services: (binary: string) => ['compute', 'service', 'list', '--service', binary, '-f', 'json'],
   liveMigrate: (server: string, microversion: string) => [
     '--os-compute-api-version',
     microversion,
@@ -393,6 +397,61 @@ export async function novaEvacuate(
   const stays = staying.length ? `; ${staying.length} instance(s) not running stay in place` : '';
   const waited = adopted ? `; ${adopted} live migration(s) already under way waited for` : '';
   return `${hosts.join(', ')}: nova-compute disabled, ${outcomes.length} instance(s) live-migrated in ${secs} s${waited}${stays}`;
+}
+
+/** One row of `compute service list`. */
+interface ServiceRow {
+  readonly Host: string;
+  readonly State: string;
+  readonly 'Updated At': string | null;
+}
+
+/**
+ * The `nova-up` hook: the health gate of a compute as Nova sees it. Each host's nova-compute must
+ * report again (its `Updated At` moves past the value read when the hook started: the new
+ * process's heartbeat, whatever the clocks of this machine and of the database) and be `up`. A
+ * container that is running but crash-looping, or never reaches the conductor, fails here.
+ */
+export async function novaUp(
+  hosts: readonly string[],
+  ctx: UpgradeContext,
+  opts: EvacuationOptions = {},
+): Promise<string> {
+  const o = { ...EVACUATION_DEFAULTS, ...opts };
+  const rows = async (): Promise<Map<string, ServiceRow>> =>
+    new Map(
+      (JSON.parse(await ctx.cloud.openstack(EVACUATION_COMMANDS.services(o.binary))) as ServiceRow[]).map((r) => [
+        r.Host,
+        r,
+      ]),
+    );
+  const first = await rows();
+  const waiting = new Set(hosts);
+  const deadline = ctx.now() + o.reportTimeoutMs;
+  let last = first;
+  for (;;) {
+    for (const h of [...waiting]) {
+      const r = last.get(h);
+      if (r && r.State === 'up' && r['Updated At'] && r['Updated At'] !== first.get(h)?.['Updated At'])
+        waiting.delete(h);
+    }
+    if (!waiting.size) return `${o.binary} reports and is up on ${hosts.join(', ')}`;
+    if (ctx.now() >= deadline || ctx.signal?.aborted) break;
+    await ctx.sleep(o.pollMs);
+    last = await rows();
+  }
+  const state = [...waiting].map((h) => {
+    const r = last.get(h);
+    return r ? `${h}: ${r.State}, last report ${r['Updated At'] ?? 'never'}` : `${h}: no ${o.binary} record`;
+  });
+  throw new RemoteError(
+    'E_NOVA_NOT_REPORTING',
+    `${o.binary} did not report within ${Math.round(o.reportTimeoutMs / 1000)} s on ${[...waiting].join(', ')} (${state.join('; ')})`,
+    {
+      hint: `Read 'docker logs ${o.binary.replace('-', '_')}' on the host: the container runs, but the service does not reach Nova's conductor or stops at start.`,
+      details: { nodes: [...waiting] },
+    },
+  );
 }
 
 /** The `nova-enable` hook: nova-compute enabled again on the batch's hosts. */

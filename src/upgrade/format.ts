@@ -19,7 +19,9 @@ export const ACTION_FORMAT: {
   'check-rabbitmq': (a) => `RabbitMQ cluster complete, ${a.nodes.length} members (${list(a.nodes)})`,
   'check-images': (a) => `${a.images.length} target image(s) present in the registry: ${list(a.images)}`,
   'check-capacity': (a) => `the other hosts can hold the instances of a batch of ${a.batch.length} (${list(a.batch)})`,
-  'check-service': (a) => `${a.node}: ${argv(a.command)} (${a.service}, target image ${a.image})`,
+  'check-service': (a) =>
+    `${a.node}: ${argv(a.command)} (${a.service}, target image ${a.image})` +
+    (a.waive?.length ? `; may fail in this window: ${a.waive.join(', ')}` : ''),
   pull: (a) => `${a.node}: pull ${list(a.images)}`,
   hook: (a) =>
     `hook ${a.hook} (${a.source}${a.command ? `: ${argv(a.command)}` : ''}) on ${a.runOn}, nodes ${list(a.nodes)}`,

@@ -16,6 +16,8 @@ export const BUILTIN_HOOKS = {
    * cannot hold the instances.
    */
   'nova-evacuate': 'disable nova-compute on the batch, live-migrate its instances away, verify the hosts are empty',
+  /** Wait until nova-compute on the batch's hosts reports to Nova again and is up. */
+  'nova-up': "wait until the batch's nova-compute reports to Nova again and is up",
   /** Re-enable nova-compute on the batch's hosts once their new containers are healthy. */
   'nova-enable': 're-enable nova-compute on the batch',
 } as const satisfies Record<string, string>;

@@ -73,6 +73,10 @@ export type UpgradeAction =
       readonly node: string;
       readonly image: string;
       readonly command: readonly string[];
+      /** Run inside a fast-forward window, after its migrations (the service is stopped). */
+      readonly inWindow?: boolean;
+      /** Findings that may fail there (the service file's fast_forward_waivers): a warning, not a failure. */
+      readonly waive?: readonly string[];
     }
   | { readonly kind: 'pull'; readonly node: string; readonly images: readonly string[] }
   | {

@@ -262,15 +262,22 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
   // Prechecks.
   const everyNode = inv.nodes.map((n) => n.name);
   const largest = batches.reduce<string[]>((a, b) => (b.length > a.length ? b : a), []);
-  const checks: UpgradeAction[] = changed.flatMap((s) =>
+  /** The target's own upgrade checks of a service (nova-status upgrade check...), once on its bootstrap node. */
+  const checksOf = (s: string, inWindow = false): UpgradeAction[] =>
     (svc(s).upgrade.check ?? []).map((command) => ({
       kind: 'check-service' as const,
       service: s,
       node: bootstrap(s),
       image: targetImageOf(s, 0),
       command,
-    })),
-  );
+      ...(inWindow ? { inWindow } : {}),
+      ...(inWindow && svc(s).upgrade.fast_forward_waivers?.length
+        ? { waive: svc(s).upgrade.fast_forward_waivers! }
+        : {}),
+    }));
+  // A fast-forward's target code cannot read the schema it skips (Epoxy's nova-status fails on Zed's
+  // tables): its checks run inside each window, once the migrations are done.
+  const checks: UpgradeAction[] = changed.filter((s) => !windowed.has(s)).flatMap((s) => checksOf(s));
   phases.push(
     phase(
       'precheck',
@@ -654,6 +661,14 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
       ),
       ...group.flatMap(backupSteps),
       ...group.flatMap((s) => WINDOW_STAGES[svc(s).upgrade.migration].flatMap((stage) => migrateSteps(s, stage))),
+      ...(group.some((s) => checksOf(s).length)
+        ? [
+            step(
+              `the target's own upgrade checks, on the migrated schema`,
+              group.flatMap((s) => checksOf(s, true)),
+            ),
+          ]
+        : []),
       step(
         `start the new ${names} containers on every node`,
         nodes.map((node) => ({ kind: 'start' as const, node, containers: swapsOn(moving, node) })),
@@ -667,6 +682,18 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
         })),
       ),
     ];
+    // The riders' post-batch hooks (nova-compute: nova-up, nova-enable) end the window as they end a batch.
+    const riderNodes = everyNode.filter((n) => withIt.some((s) => nodesOf.get(s)!.includes(n)));
+    const riderHooks = withIt.length
+      ? serviceHooks(catalog, withIt, 'post_batch').map((h) =>
+          resolveHook(h, inv, `the upgrade section of ${withIt.join(', ')}`),
+        )
+      : [];
+    steps.push(
+      ...riderHooks.map((h) =>
+        step(`post-batch hook ${h.name} (${withIt.join(', ')})`, [hookAction(h, 'post-batch', riderNodes)]),
+      ),
+    );
     const title = `${PHASE_KINDS.control}: ${group.join(', ')}${withIt.length ? `, with ${withIt.join(', ')}` : ''} (fast-forward window)`;
     return phase(id, 'control', title, moving, steps, {
       availability: 'window',

@@ -657,6 +657,21 @@ const checkCapacity: Handler<'check-capacity'> = async (action, ctx) => {
   );
 };
 
+/**
+ * The names of the findings an upgrade check (oslo.upgradecheck's table) reports as failed:
+ * each `| Check: <name> |` row followed, within its box, by `| Result: Failure |`.
+ */
+export function failedFindings(output: string): string[] {
+  const failed: string[] = [];
+  let name: string | undefined;
+  for (const line of output.split('\n')) {
+    const check = /^\|\s*Check:\s*(.*?)\s*\|\s*$/.exec(line);
+    if (check) name = check[1];
+    else if (name !== undefined && /^\|\s*Result:\s*Failure\s*\|\s*$/.test(line)) failed.push(name);
+  }
+  return failed;
+}
+
 const checkService: Handler<'check-service'> = async (action, ctx) => {
   const first = containersOf(ctx.targetDeploy, action.service, action.node)[0];
   const work = first ? ctx.targetWork(action.node, first.name) : undefined;
@@ -675,12 +690,25 @@ const checkService: Handler<'check-service'> = async (action, ctx) => {
   if (r.code === 0) return `${action.service}: ${shown} passed`;
   if (exit?.pass)
     return `${action.service}: ${shown} passed with a ${exit.meaning}: ${tailOf(r.log, 300).replace(/\s+/g, ' ')}`;
+  const failed = failedFindings(r.log);
+  if (
+    r.code === 2 &&
+    action.inWindow &&
+    action.waive?.length &&
+    failed.length &&
+    failed.every((f) => action.waive!.includes(f))
+  ) {
+    return `${action.service}: ${shown} failed only on what this window replaces (waived: ${failed.join(', ')})`;
+  }
   throw new RemoteError(
     'E_UPGRADE_CHECK',
     `service ${action.service}: '${action.command.join(' ')}' with ${action.image} on ${action.node} exited with ${r.code}` +
       ` (${exit?.meaning ?? 'failure'}): ${tailOf(r.log)}`,
     {
-      hint: 'The target release refuses this cloud as it is: fix what the check names, then run the upgrade again. Nothing was stopped.',
+      hint: action.inWindow
+        ? `The check ran inside ${action.service}'s window: its containers are stopped and its migrations done. ` +
+          "Fix what the check names, then 'stackctl upgrade --resume' runs it again."
+        : 'The target release refuses this cloud as it is: fix what the check names, then run the upgrade again. Nothing was stopped.',
       details: { service: action.service, node: action.node, image: action.image, exitCode: r.code },
     },
   );

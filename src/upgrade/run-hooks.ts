@@ -9,7 +9,7 @@ import { spawn } from 'node:child_process';
 import { mapLimit } from '../core/concurrency.js';
 import { InputError, RemoteError, StackctlError, messageOf } from '../core/errors.js';
 import type { ActionHandler, UpgradeContext } from './context.js';
-import { novaEnable, novaEvacuate, type EvacuationOptions } from './evacuate.js';
+import { novaEnable, novaEvacuate, novaUp, type EvacuationOptions } from './evacuate.js';
 import { BUILTIN_HOOKS, type BuiltinHook } from './hooks.js';
 import type { UpgradeAction } from './model.js';
 
@@ -45,6 +45,7 @@ export const BUILTIN_HOOK_RUNNERS: {
   readonly [K in BuiltinHook]: (hosts: readonly string[], ctx: UpgradeContext) => Promise<string>;
 } = {
   'nova-evacuate': (hosts, ctx) => novaEvacuate(hosts, ctx, evacuationOptions(ctx.inventory.upgrade?.evacuation)),
+  'nova-up': (hosts, ctx) => novaUp(hosts, ctx, evacuationOptions(ctx.inventory.upgrade?.evacuation)),
   'nova-enable': (hosts, ctx) => novaEnable(hosts, ctx),
 };
 

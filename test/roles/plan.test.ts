@@ -136,6 +136,17 @@ describe('the plan', () => {
     // the inventory still has the last word
     const forced = text.replace('release: zed }', 'release: zed, settings: { rabbitmq_mirror_queues: true } }');
     expect(defs(planFor(forced, undefined, epoxy)).policies).toHaveLength(1);
+    // the lab's fake driver: the release picks the class (epoxy's nova-compute keeps a stable node identity)
+    const lab = text.replace('release: zed }', 'release: zed, settings: { nova_compute_driver: fake.FakeDriver } }');
+    const driverLine = (r: PlanResult): string | undefined =>
+      r.rendered
+        .get('cmp-0')!
+        .get('/etc/stackctl/nova-compute/nova.conf')!
+        .split('\n')
+        .find((l) => l.startsWith('compute_driver'));
+    expect(driverLine(planFor(lab))).toBe('compute_driver = fake.FakeDriver');
+    expect(driverLine(planFor(lab, undefined, epoxy))).toBe('compute_driver = fake.FakeDriverWithoutFakeNodes');
+    expect(driverLine(planFor(text, undefined, epoxy))).toBe('compute_driver = libvirt.LibvirtDriver');
     const typo = { ...epoxy, settings: { rabbitmq_mirror_queue: false } };
     expect(() => planFor(text, undefined, typo)).toThrow(
       expect.objectContaining({

@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { StackctlEvent } from '../../src/core/events.js';
-import { EVACUATION_DEFAULTS, EvacuationFailed, novaEnable, novaEvacuate } from '../../src/upgrade/evacuate.js';
+import { EVACUATION_DEFAULTS, EvacuationFailed, novaEnable, novaEvacuate, novaUp } from '../../src/upgrade/evacuate.js';
 import { FakeNova, fakeContext, type FakeHost, type FakeServer } from './fake-nova.js';
 import { rejection } from '../helpers/errors.js';
 
@@ -197,6 +197,47 @@ describe('novaEvacuate', () => {
     const detail = await novaEvacuate(['cmp-0'], fakeContext({ cloud: nova }));
     expect(detail).toMatch(/0 instance\(s\) live-migrated/);
     expect(nova.calls.some((c) => c[0] === 'flavor' || c[0] === 'hypervisor')).toBe(false);
+  });
+});
+
+describe('novaUp', () => {
+  it("waits until each host's nova-compute reports again (Updated At moves) and is up", async () => {
+    const nova = new FakeNova(
+      [host('cmp-0', { updatedAt: 't0' }), host('cmp-1', { updatedAt: 't0', state: 'down' })],
+      [],
+      [],
+    );
+    let polls = 0;
+    const ctx = fakeContext({
+      cloud: nova,
+      // the new processes report one after the other
+      sleep: async () => {
+        polls++;
+        if (polls === 1) nova.hosts[0]!.updatedAt = 't1';
+        if (polls === 3) Object.assign(nova.hosts[1]!, { updatedAt: 't1', state: 'up' });
+      },
+    });
+    expect(await novaUp(['cmp-0', 'cmp-1'], ctx)).toBe('nova-compute reports and is up on cmp-0, cmp-1');
+    expect(polls).toBe(3);
+    expect(nova.calls[0]).toEqual(['compute', 'service', 'list', '--service', 'nova-compute', '-f', 'json']);
+  });
+
+  it('fails naming the host whose nova-compute still shows its last report before the swap', async () => {
+    const nova = new FakeNova([host('cmp-0', { updatedAt: 't0' }), host('cmp-1', { updatedAt: 't0' })], [], []);
+    const clock = { t: 0 };
+    const ctx = fakeContext({
+      cloud: nova,
+      now: () => clock.t,
+      // cmp-0 reports at every poll; cmp-1's new process never does
+      sleep: async (ms) => {
+        clock.t += ms;
+        nova.hosts[0]!.updatedAt = `t${clock.t}`;
+      },
+    });
+    const err = await rejection(novaUp(['cmp-0', 'cmp-1'], ctx, { reportTimeoutMs: 30_000, pollMs: 5_000 }));
+    expect(err.code).toBe('E_NOVA_NOT_REPORTING');
+    expect(err.message).toBe('nova-compute did not report within 30 s on cmp-1 (cmp-1: up, last report t0)');
+    expect(err.details['nodes']).toEqual(['cmp-1']);
   });
 });
 

@@ -27,6 +27,8 @@ export interface FakeHost {
   vcpusUsed?: number;
   memoryMbUsed?: number;
   diskGbUsed?: number;
+  /** The service's last report (`Updated At`); a fixed time when unset. */
+  updatedAt?: string;
 }
 
 export interface FakeFlavor {
@@ -104,7 +106,7 @@ export class FakeNova implements CloudClient {
           Zone: 'nova',
           Status: h.status,
           State: h.state,
-          'Updated At': '2026-11-22T17:00:00.000000',
+          'Updated At': h.updatedAt ?? '2026-11-22T17:00:00.000000',
         })),
       );
     }

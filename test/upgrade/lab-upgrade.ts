@@ -15,6 +15,7 @@ import { LABEL } from '../../src/orchestrator/state.js';
 import type { ContainerEngine } from '../../src/remote/index.js';
 import { pushImages } from '../../src/images/registry.js';
 import { loadRelease } from '../../src/roles/release.js';
+import type { Release } from '../../src/roles/schema.js';
 import type { UpgradePhase } from '../../src/upgrade/model.js';
 import { runCli, tempDir } from '../helpers/cli.js';
 import { dockerOrFail } from '../images/fixture.js';
@@ -23,12 +24,12 @@ import { CLOUD_IMAGES } from '../orchestrator/lab.js';
 
 export const TARGET = loadRelease(defaultReleasesDir(), 'zed-update');
 
-/** Build the zed-update images (Docker's cache makes a second build quick) and push them to the lab's registry. */
-export async function buildTargetImages(registryPort: number): Promise<number> {
+/** Build a target release's images (default zed-update; Docker's cache makes a second build quick) and push them to the lab's registry. */
+export async function buildTargetImages(registryPort: number, target: Release = TARGET): Promise<number> {
   const engine = await dockerOrFail();
   const t0 = Date.now();
-  await buildImages(engine, { release: TARGET, only: [...CLOUD_IMAGES] });
-  await pushImages(engine, TARGET, `127.0.0.1:${registryPort}`, [...CLOUD_IMAGES], () => undefined);
+  await buildImages(engine, { release: target, only: [...CLOUD_IMAGES] });
+  await pushImages(engine, target, `127.0.0.1:${registryPort}`, [...CLOUD_IMAGES], () => undefined);
   return (Date.now() - t0) / 1000;
 }
 
@@ -193,15 +194,15 @@ interface LabNodes {
  * The cloud's containers whose image is not the target's (`node/name image`). The lab's registry
  * stands in for the manifest's: namespace, key and tag are compared.
  */
-export async function containersOffTarget(lab: LabNodes, cloud: string): Promise<string[]> {
+export async function containersOffTarget(lab: LabNodes, cloud: string, target: Release = TARGET): Promise<string[]> {
   const off: string[] = [];
   for (const node of lab.nodes()) {
     const docker = lab.remote(node).docker;
     for (const c of await docker.listContainers({ labels: { [LABEL.cloud]: cloud } })) {
       const info = await docker.inspectContainer(c.name);
-      const key = Object.keys(TARGET.images).find((k) => info?.image.includes(`/${k}:`));
+      const key = Object.keys(target.images).find((k) => info?.image.includes(`/${k}:`));
       if (!key) continue;
-      if (!new RegExp(`/${TARGET.namespace}/${key}:${TARGET.images[key]!.tag}$`).test(info!.image))
+      if (!new RegExp(`/${target.namespace}/${key}:${target.images[key]!.tag}$`).test(info!.image))
         off.push(`${node}/${c.name} ${info!.image}`);
     }
   }

@@ -14,6 +14,7 @@ import {
   CAPACITY_DEFAULTS,
   PRECHECK_HANDLERS,
   evacuationCapacity,
+  failedFindings,
   parseFlavors,
   parseHypervisorRow,
   type HostCapacity,
@@ -429,6 +430,55 @@ describe('check-service', () => {
     expect(err.message).toMatch(
       /nova-api: 'nova-status upgrade check' .* on ctl-0 exited with 2 \(failure\): .*no placement endpoint/s,
     );
+  });
+
+  /** oslo.upgradecheck's table, as Epoxy's nova-status prints it. */
+  const table = (rows: [string, string][]): string =>
+    '+-----------------------------------+\n| Upgrade Check Results             |\n+===================================+\n' +
+    rows
+      .map(
+        ([check, result]) =>
+          `| Check: ${check.padEnd(26)} |\n| Result: ${result.padEnd(25)} |\n| Details: None              |\n`,
+      )
+      .join('+-----------------------------------+\n') +
+    '+-----------------------------------+\n';
+
+  it('reads the failed findings from the check table', () => {
+    expect(
+      failedFindings(
+        table([
+          ['Cells v2', 'Success'],
+          ['Older than N-1 computes', 'Failure'],
+          ['hw_machine_type unset', 'Warning'],
+        ]),
+      ),
+    ).toEqual(['Older than N-1 computes']);
+    expect(failedFindings('no table at all')).toEqual([]);
+  });
+
+  it('in a fast-forward window, passes a failure only when every failed finding is waived', async () => {
+    const inWindow = { ...action, inWindow: true, waive: ['Older than N-1 computes'] };
+    const waived = withExit({ code: 2, log: table([['Older than N-1 computes', 'Failure']]) });
+    expect(await run(inWindow, waived.ctx)).toBe(
+      'nova-api: nova-status upgrade check failed only on what this window replaces (waived: Older than N-1 computes)',
+    );
+    const other = withExit({
+      code: 2,
+      log: table([
+        ['Older than N-1 computes', 'Failure'],
+        ['Placement API', 'Failure'],
+      ]),
+    });
+    const err = await rejection(run(inWindow, other.ctx));
+    expect(err.code).toBe('E_UPGRADE_CHECK');
+    expect(err.hint).toMatch(/inside nova-api's window: its containers are stopped.*--resume/);
+    // outside a window nothing is waived, and nothing was stopped yet
+    const outside = withExit({ code: 2, log: table([['Older than N-1 computes', 'Failure']]) });
+    const err2 = await rejection(run({ ...action, waive: ['Older than N-1 computes'] }, outside.ctx));
+    expect(err2.hint).toMatch(/Nothing was stopped/);
+    // an unexpected error (255) is never waived
+    const crashed = withExit({ code: 255, log: table([['Older than N-1 computes', 'Failure']]) });
+    expect((await rejection(run(inWindow, crashed.ctx))).code).toBe('E_UPGRADE_CHECK');
   });
 
   it('refuses when the target plan has no container of the service on the node', async () => {
