@@ -142,7 +142,7 @@ export interface UpgradePhase {
   /**
    * For control phases, how the services' APIs fare: `rolling` (behind HAProxy,
    * always up), `window` (offline migration: down on every node for the window),
-   * `single-node` (rolling, but only one node serves the API: down while it restarts),
+   * `single-node` (rolling, but only one node runs the service: down while it restarts),
    * `all-at-once` (a service that does not roll: every node restarts together).
    */
   readonly availability?: 'rolling' | 'window' | 'single-node' | 'all-at-once';

@@ -426,8 +426,9 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
     // Online (or no) migrations: expand, restart node by node behind HAProxy, migrate, contract.
     const liveNodes = everyNode.filter((n) => live.some((s) => nodesOf.get(s)!.includes(n)));
     const rolling = live.every((s) => svc(s).upgrade.rolling);
-    // rolling behind HAProxy, but with one node to roll over: its API is down while that node restarts
-    const singleNode = rolling && liveNodes.length === 1 && live.some((s) => (svc(s).haproxy ?? []).length > 0);
+    // rolling, but with one node to roll over: nothing takes over while that node restarts (an API behind
+    // HAProxy, and HAProxy and keepalived themselves: the lab's major upgrade lost the VIP while they did)
+    const singleNode = rolling && liveNodes.length === 1;
     if (live.length) {
       for (const s of live) {
         if (!svc(s).upgrade.contract?.length && svc(s).upgrade.expand?.length) backup(s);
@@ -436,7 +437,7 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
       const nodes = liveNodes;
       const serial = rolling ? rollingSerial(catalog, live, nodes, roleOf) : nodes.length;
       if (singleNode) {
-        warnings.push(`${live.join(', ')} run(s) on one node only (${nodes[0]}): the API is down while it restarts`);
+        warnings.push(`${live.join(', ')} run(s) on one node only (${nodes[0]}): down while it restarts`);
       }
       for (let i = 0; i < nodes.length; i += serial) {
         const round = nodes.slice(i, i + serial);

@@ -548,6 +548,23 @@ describe('fast-forward: a major upgrade that skips releases (zed -> epoxy)', () 
     expect(actions(rolled).map((a) => a.kind)).not.toContain('stop');
   });
 
+  it('declares every service on a single controller down while it restarts, HAProxy and keepalived included', () => {
+    const text = generateInventoryYaml({ name: 'lab', controllers: 1, computes: 1, lab: true });
+    const one = parseInventory('inv.yaml', text, { roles: catalog.roleInfo }).inventory;
+    const p = planUpgrade({ inventory: one, catalog, current: zed, target: epoxy, options: { fastForward: true } });
+    const availability = Object.fromEntries(
+      p.phases.filter((x) => x.kind === 'control').map((x) => [x.id, x.availability]),
+    );
+    expect(availability).toMatchObject({
+      'control:haproxy': 'single-node',
+      'control:keepalived': 'single-node',
+      'control:mariadb': 'single-node',
+      'control:memcached': 'single-node',
+      'control:rabbitmq': 'all-at-once',
+      'control:keystone': 'window',
+    });
+  });
+
   it('refuses a service file whose distro_change names a volume its containers do not mount', () => {
     const services = new Map(catalog.services);
     const r = services.get('rabbitmq')!;
