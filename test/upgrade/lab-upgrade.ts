@@ -208,3 +208,52 @@ export async function containersOffTarget(lab: LabNodes, cloud: string, target: 
   }
   return off;
 }
+
+/** A row of `server list --long` before the upgrade. */
+export interface ServerBefore {
+  readonly ID: string;
+  readonly Name: string;
+  readonly Host: string;
+}
+
+/** A row of Nova's migration records (microversion 2.59). */
+export interface MigrationRecord {
+  readonly 'Server UUID': string;
+  readonly 'Source Compute': string;
+  readonly Status: string;
+  readonly Type: string;
+  readonly 'Updated At': string;
+}
+
+/**
+ * Where Nova's records say each server did not leave its compute (a completed live migration from
+ * it) before that compute's nova_compute was replaced, or a live migration failed or was requested
+ * twice: one line per fault, none when the evacuation did its job.
+ */
+export async function evacuationFaults(
+  lab: { remote(node: string): { docker: Pick<ContainerEngine, 'inspectContainer'> } },
+  before: readonly ServerBefore[],
+  migrations: readonly MigrationRecord[],
+): Promise<string[]> {
+  const faults: string[] = [];
+  const live = migrations.filter((m) => m.Type === 'live-migration');
+  for (const m of live.filter((x) => x.Status !== 'completed'))
+    faults.push(`${m['Server UUID']} from ${m['Source Compute']}: ${m.Status}`);
+  const pairs = live.map((m) => `${m['Server UUID']} ${m['Source Compute']}`);
+  for (const p of new Set(pairs.filter((x, i) => pairs.indexOf(x) !== i))) faults.push(`${p}: requested twice`);
+  for (const row of before) {
+    const info = await lab.remote(row.Host).docker.inspectContainer('nova_compute');
+    const swappedAt = Date.parse(info!.state.startedAt);
+    const left = live.filter(
+      (m) => m['Server UUID'] === row.ID && m['Source Compute'] === row.Host && m.Status === 'completed',
+    );
+    if (!left.length) {
+      faults.push(`${row.Name} never left ${row.Host}`);
+      continue;
+    }
+    // Nova's timestamps are UTC without a zone
+    const leftAt = Math.min(...left.map((m) => Date.parse(m['Updated At'].replace(' ', 'T') + 'Z')));
+    if (leftAt >= swappedAt) faults.push(`${row.Name} left ${row.Host} after its nova_compute was replaced`);
+  }
+  return faults;
+}

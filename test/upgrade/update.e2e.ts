@@ -24,7 +24,9 @@ import { CLOUD_IMAGES, deployLab, root } from '../orchestrator/lab.js';
 import {
   buildTargetImages,
   containersOffTarget,
+  evacuationFaults,
   events as inventoryEvents,
+  type MigrationRecord,
   phaseTimes,
   probeFigures,
   startProbe,
@@ -283,31 +285,13 @@ describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', 
 
     // every server left its compute (a completed live migration) before that compute's container was replaced,
     // and no live migration was requested twice
-    const migrations = os<
-      { 'Server UUID': string; 'Source Compute': string; Status: string; Type: string; 'Updated At': string }[]
-    >(openrc, '--os-compute-api-version 2.59 server migration list');
+    const migrations = os<MigrationRecord[]>(openrc, '--os-compute-api-version 2.59 server migration list');
     const live = migrations.filter((m) => m.Type === 'live-migration');
     process.stderr.write(
       `Nova's live migrations: ${live.map((m) => `${m['Server UUID'].slice(0, 8)} ${m['Source Compute']} ${m.Status}`).join('; ')}\n`,
     );
-    expect(live.filter((m) => m.Status !== 'completed')).toEqual([]);
-    const pairs = live.map((m) => `${m['Server UUID']} ${m['Source Compute']}`);
-    expect(pairs.length).toBe(new Set(pairs).size);
-    for (const row of before) {
-      const info = await lab.remote(row.Host).docker.inspectContainer('nova_compute');
-      const swappedAt = Date.parse(info!.state.startedAt);
-      const left = migrations.filter(
-        (m) =>
-          m['Server UUID'] === row.ID &&
-          m['Source Compute'] === row.Host &&
-          m.Type === 'live-migration' &&
-          m.Status === 'completed',
-      );
-      expect(left.length, `${row.Name} never left ${row.Host}`).toBeGreaterThan(0);
-      // Nova's timestamps are UTC without a zone
-      const leftAt = Math.min(...left.map((m) => Date.parse(m['Updated At'].replace(' ', 'T') + 'Z')));
-      expect(leftAt, `${row.Name} left ${row.Host} after its nova_compute was replaced`).toBeLessThan(swappedAt);
-    }
+    expect(live.length).toBeGreaterThan(0);
+    expect(await evacuationFaults(lab, before, migrations)).toEqual([]);
 
     // probes: none failed outside the declared windows (offline migrations: the API is down by design)
     const figures = probeFigures(probes, phaseTimes(lab.inventory, t0), declared);

@@ -22,6 +22,8 @@ import {
   probeFigures,
   startProbe,
   upgradePlan,
+  evacuationFaults,
+  type MigrationRecord,
 } from '../../upgrade/lab-upgrade.js';
 import { CLOUD_IMAGES, deployLab } from '../lab.js';
 
@@ -387,6 +389,18 @@ describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () =
       expect(await containersOffTarget(lab, 'ha')).toEqual([]);
       const after = openstackJson<Row[]>(openrc, 'server list --all-projects --long');
       expect(after.map((r) => `${r.Name} ${r.Status}`).sort()).toEqual(before.map((r) => `${r.Name} ACTIVE`).sort());
+      // every server left its compute (a completed live migration) before that compute's nova_compute changed
+      const migrations = openstackJson<MigrationRecord[]>(
+        openrc,
+        '--os-compute-api-version 2.59 server migration list',
+      );
+      process.stderr.write(
+        `HA update, Nova's live migrations: ${migrations
+          .filter((m) => m.Type === 'live-migration')
+          .map((m) => `${m['Server UUID'].slice(0, 8)} ${m['Source Compute']} ${m.Status}`)
+          .join('; ')}\n`,
+      );
+      expect(await evacuationFaults(lab, before, migrations)).toEqual([]);
       const figures = probeFigures(probes, phaseTimes(lab.inventory, t1), plan.declared);
       process.stderr.write(`HA update: ${figures.text}`);
       expect(probes.length).toBeGreaterThan(20);
