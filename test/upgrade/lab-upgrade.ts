@@ -4,7 +4,7 @@
  * the probe (a Keystone token and Nova's server list through the VIP every 100 ms), the phases'
  * times from the events log, and the probe's figures against the plan's declared outages.
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadAll } from '../../src/cli/context.js';
@@ -20,7 +20,7 @@ import type { UpgradePhase } from '../../src/upgrade/model.js';
 import { runCli, tempDir } from '../helpers/cli.js';
 import { dockerOrFail } from '../images/fixture.js';
 import { CLIENT_IMAGE } from '../helpers/openstack.js';
-import { CLOUD_IMAGES } from '../orchestrator/lab.js';
+import { CLOUD_IMAGES, root } from '../orchestrator/lab.js';
 
 export const TARGET = loadRelease(defaultReleasesDir(), 'zed-update');
 
@@ -256,4 +256,18 @@ export async function evacuationFaults(
     if (leftAt >= swappedAt) faults.push(`${row.Name} left ${row.Host} after its nova_compute was replaced`);
   }
   return faults;
+}
+
+/** `stackctl upgrade -i INVENTORY ARGS` in a child process, to be killed with SIGKILL; its output and exit. */
+export function spawnUpgrade(inventory: string, args: readonly string[]) {
+  const child = spawn(
+    join(root, 'node_modules', '.bin', 'vite-node'),
+    [join(import.meta.dirname, 'upgrade-child.ts'), '--', '-i', inventory, ...args],
+    { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+  return { child, exited, out: () => out };
 }

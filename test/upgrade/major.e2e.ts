@@ -9,7 +9,7 @@
  * bootable, and no action done twice. Each window's duration is printed.
  * `npm run test:e2e:major`.
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -21,12 +21,13 @@ import { parseUpgradeJournal, upgradeJournalFileFor } from '../../src/upgrade/jo
 import type { UpgradeAction } from '../../src/upgrade/model.js';
 import { runCli, tempDir } from '../helpers/cli.js';
 import { openstack, openstackJson } from '../helpers/openstack.js';
-import { CLOUD_IMAGES, deployLab, root } from '../orchestrator/lab.js';
+import { CLOUD_IMAGES, deployLab } from '../orchestrator/lab.js';
 import {
   buildTargetImages,
   containersOffTarget,
   phaseTimes,
   probeFigures,
+  spawnUpgrade,
   startProbe,
   upgradePlan,
 } from './lab-upgrade.js';
@@ -41,20 +42,6 @@ const temps: string[] = [];
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** The databases whose schema the upgrade must move. */
 const DATABASES = ['keystone', 'glance', 'placement', 'neutron', 'nova_api', 'nova', 'nova_cell0'];
-
-/** `stackctl upgrade ARGS` in a child process, to be killed with SIGKILL. */
-function spawnUpgrade(args: string[]) {
-  const child = spawn(
-    join(root, 'node_modules', '.bin', 'vite-node'),
-    [join(import.meta.dirname, 'upgrade-child.ts'), '--', '-i', lab.inventory, ...args],
-    { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  let out = '';
-  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
-  return { child, exited, out: () => out };
-}
 
 /** Each database's schema version (alembic heads, or sqlalchemy-migrate's number), read in the mariadb container. */
 async function schemaVersions(): Promise<Record<string, string>> {
@@ -142,7 +129,7 @@ describe('stackctl upgrade --to epoxy --fast-forward on a 1ctl-1comp lab (zed on
     const t0 = Date.now();
 
     // The kill: in the first window, while its migration's one-off container runs if it can be caught.
-    const run1 = spawnUpgrade(['--to', 'epoxy', '--fast-forward']);
+    const run1 = spawnUpgrade(lab.inventory, ['--to', 'epoxy', '--fast-forward']);
     let caught = false;
     const migrationDone = (): boolean => {
       try {

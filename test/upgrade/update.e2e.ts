@@ -8,7 +8,7 @@
  * inventory naming zed-update, no action, batch or migration done twice, and no failed probe
  * outside the declared windows. `npm run test:e2e:upgrade`.
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { copyFileSync, existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -20,7 +20,7 @@ import { parseUpgradeJournal, upgradeJournalFileFor } from '../../src/upgrade/jo
 import type { UpgradeAction } from '../../src/upgrade/model.js';
 import { runCli, tempDir } from '../helpers/cli.js';
 import { openstack, openstackJson } from '../helpers/openstack.js';
-import { CLOUD_IMAGES, deployLab, root } from '../orchestrator/lab.js';
+import { CLOUD_IMAGES, deployLab } from '../orchestrator/lab.js';
 import {
   buildTargetImages,
   containersOffTarget,
@@ -29,6 +29,7 @@ import {
   type MigrationRecord,
   phaseTimes,
   probeFigures,
+  spawnUpgrade,
   startProbe,
   upgradePlan,
 } from './lab-upgrade.js';
@@ -42,20 +43,6 @@ const PROBE = 'stackctl-upgrade-probe';
 const SERVERS = ['srv-0', 'srv-1', 'srv-2', 'srv-3'];
 const temps: string[] = [];
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** `stackctl upgrade ARGS` in a child process, to be killed with SIGKILL. */
-function spawnUpgrade(args: string[]) {
-  const child = spawn(
-    join(root, 'node_modules', '.bin', 'vite-node'),
-    [join(import.meta.dirname, 'upgrade-child.ts'), '--', '-i', lab.inventory, ...args],
-    { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  let out = '';
-  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
-  return { child, exited, out: () => out };
-}
 
 describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', () => {
   let openrc = '';
@@ -192,7 +179,7 @@ describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', 
     const t0 = Date.now();
 
     // Kill 1: in the DB-migration window, while the migration's container runs if it can be caught.
-    const run1 = spawnUpgrade(['--to', 'zed-update', '--batch', '1']);
+    const run1 = spawnUpgrade(lab.inventory, ['--to', 'zed-update', '--batch', '1']);
     let caught = false;
     const migrationDone = (): boolean =>
       parseUpgradeJournal(readFileSync(journalFile, 'utf8')).some(
@@ -220,7 +207,7 @@ describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', 
 
     // Kill 2: in the first compute batch, a few seconds after a live migration was requested.
     const seen = events().length;
-    const run2 = spawnUpgrade(['--to', 'zed-update', '--resume']);
+    const run2 = spawnUpgrade(lab.inventory, ['--to', 'zed-update', '--resume']);
     for (let deadline = Date.now() + 1_800_000; Date.now() < deadline; await sleep(200)) {
       if (
         events()
