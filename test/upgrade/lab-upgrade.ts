@@ -52,17 +52,21 @@ export async function upgradePlan(
 const probeScript = (vip: string): string => `
 while :; do
   s=$(date +%s%3N)
-  hdr=$(curl -s -m 5 -o /dev/null -D - -w 'code=%{http_code}\\n' -H 'Content-Type: application/json' -d @/probe/auth.json \\
+  : > /tmp/b
+  hdr=$(curl -s -m 5 -o /tmp/b -D - -w 'code=%{http_code}\\n' -H 'Content-Type: application/json' -d @/probe/auth.json \\
         http://${vip}:5000/v3/auth/tokens); rc=$?
   tok=$(printf '%s\\n' "$hdr" | awk 'tolower($1)=="x-subject-token:" {print $2}' | tr -d '\\r')
   ok=fail
   if [ -n "$tok" ]; then
     printf 'X-Auth-Token: %s\\n' "$tok" > /tmp/h
-    code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' -H @/tmp/h http://${vip}:8774/v2.1/servers); rc=$?
+    : > /tmp/b
+    code=$(curl -s -m 5 -o /tmp/b -w '%{http_code}' -H @/tmp/h http://${vip}:8774/v2.1/servers); rc=$?
     if [ "$code" = 200 ]; then ok=ok; why=-; else why="servers:curl$rc:http$code"; fi
   else
     why="token:curl$rc:$(printf '%s\\n' "$hdr" | sed -n 's/^code=//p')"
   fi
+  # who answered a failed try: the first words of its body (HAProxy's own page or the API's error)
+  if [ $ok = fail ] && [ -s /tmp/b ]; then why="$why:$(head -c 160 /tmp/b | tr -c 'A-Za-z0-9.' '_')"; fi
   echo "$ok $s $why"
   sleep 0.1
 done
@@ -72,7 +76,10 @@ done
 export interface ProbeResult {
   readonly ok: boolean;
   readonly at: number;
-  /** Why a try failed: `token:curl<exit>:http<code>` or `servers:curl<exit>:http<code>` (curl 28: timed out). */
+  /**
+   * Why a try failed: `token:curl<exit>:http<code>` or `servers:curl<exit>:http<code>` (curl 28: timed
+   * out), then `:<the body's first 160 characters>` when there was one, blanks as `_`.
+   */
   readonly why?: string;
 }
 

@@ -403,6 +403,17 @@ describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () =
       expect(await evacuationFaults(lab, before, migrations)).toEqual([]);
       const figures = probeFigures(probes, phaseTimes(lab.inventory, t1), plan.declared);
       process.stderr.write(`HA update: ${figures.text}`);
+      if (figures.failedOutside.length > 0) {
+        // HAProxy logs only what went wrong: which backend answered, or that none was up
+        for (const n of CONTROLLERS) {
+          const since = new Date(t1).toISOString();
+          const logs = await lab.remote(n).exec(['docker', 'logs', '--since', since, 'haproxy'], { timeoutMs: 30_000 });
+          const lines = (logs.stdout + logs.stderr).split('\n').filter((l) => l.includes(' 5') || l.includes('DOWN'));
+          process.stderr.write(
+            `HAProxy on ${n}, abnormal requests and backend changes:\n${lines.slice(-60).join('\n')}\n`,
+          );
+        }
+      }
       expect(probes.length).toBeGreaterThan(20);
       expect(figures.failedOutside.map((p) => new Date(p.at).toISOString())).toEqual([]);
     } finally {
