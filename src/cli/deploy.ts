@@ -131,7 +131,7 @@ export function formatReport(r: DeployReport): string {
     if (f.log) s += `  last log lines:\n${f.log.replace(/^/gm, '    | ')}\n`;
   }
   if (r.aborted) {
-    s += `aborted after step ${r.aborted.step}`;
+    s += r.aborted.host ? 'aborted in the host preparation, before step 1' : `aborted after step ${r.aborted.step}`;
     s += r.aborted.roles.length
       ? `: failure budget exceeded by ${r.aborted.roles.map((t) => `${t.role} (${t.failed}/${t.nodes})`).join(', ')}\n`
       : ': run-once work failed\n';

@@ -20,6 +20,7 @@ import type { Secret } from '../core/secret.js';
 import type { ContainerEngine, ExecOptions, ExecResult, RemoteCommand } from '../remote/index.js';
 import type { UploadOptions, UploadSource } from '../remote/index.js';
 import { logTail as containerLogTail, waitHealthy as waitContainerHealthy } from './health.js';
+import { hostSummary, prepareHost, type HostChange } from './host.js';
 import { identityHash, runIdentityWork } from './identity.js';
 import { EffectKind, effectKey, type Effect, type JournalSink } from './journal.js';
 import { FailureClass, failureOf, rolesOverBudget, tallyRoles, type Failure, type RoleTally } from './failures.js';
@@ -119,15 +120,15 @@ export interface DeployReport {
   /** Side effects performed (not counting ones found already in place). */
   readonly changes: number;
   readonly failures: Failure[];
-  /** Set when the failure budget stopped the deploy. */
-  readonly aborted?: { readonly step: number; readonly roles: RoleTally[] };
+  /** Set when the failure budget stopped the deploy (`host`: in the host preparation, before step 1). */
+  readonly aborted?: { readonly step: number; readonly roles: RoleTally[]; readonly host?: true };
 }
 
 /** One line of a dry run or of observed state. */
 export interface Prediction {
   readonly step: number;
   readonly node: string;
-  readonly object: 'container' | 'config' | RunOnceWork['kind'];
+  readonly object: 'host' | 'container' | 'config' | RunOnceWork['kind'];
   readonly name: string;
   /** create, recreate, start, unchanged, upload, run, done */
   readonly action: string;
@@ -182,6 +183,16 @@ export async function predict(plan: DeployPlan, deps: Pick<ExecutorDeps, 'connec
   const out: Prediction[] = [];
   for (const st of plan.steps) {
     for (const nw of st.nodes) {
+      // host preparation is checked and done in one go by the deploy: listed, not predicted item by item
+      for (const h of nw.host)
+        out.push({
+          step: st.step,
+          node: nw.node,
+          object: 'host',
+          name: h.service,
+          action: 'check',
+          detail: hostSummary(h),
+        });
       const o = await observe(deps.connect(nw.node), nw);
       for (const c of o.configs)
         out.push({
@@ -313,6 +324,38 @@ export async function executeDeploy(
       }
       await sleep(EXECUTOR_DEFAULTS.pollMs);
     }
+  };
+
+  /**
+   * The node's OS, for every service of the deploy that declares a host preparation. It reads
+   * the node before it changes anything (modules, a file, host units), so a re-run or `--resume`
+   * finishes it without a journal entry of its own; its changes are events.
+   */
+  const prepareNodeHost = async (work: readonly { st: DeployStep; nw: NodeWork }[]): Promise<string> => {
+    let n = 0;
+    for (const { st, nw } of work) {
+      const access = deps.connect(nw.node);
+      for (const h of nw.host) {
+        const t = now();
+        let made: HostChange[];
+        try {
+          made = await prepareHost(access, h);
+        } catch (err) {
+          throw new ClassifiedFailure(
+            failureOf(
+              err,
+              { step: st.step, node: nw.node, path: `step ${st.step}/${nw.node}/host ${h.service}` },
+              FailureClass.RETRYABLE,
+            ),
+          );
+        }
+        n += made.length;
+        for (const c of made) change(st.step, nw.node, `host ${c.object}`, c.name, c.action, h.service, now() - t);
+        if (!made.length) change(st.step, nw.node, 'host', h.service, 'unchanged', hostSummary(h));
+      }
+    }
+    changes += n;
+    return n ? `${n} change(s)` : 'unchanged';
   };
 
   /** Phase A: observe and pull; nothing is stopped here. */
@@ -595,7 +638,40 @@ export async function executeDeploy(
     );
   };
 
-  for (const st of plan.steps) {
+  // Host preparation of every step comes first: a node that lacks what a later step needs (KVM
+  // for libvirt) fails the deploy before any step has changed anything.
+  const hostWork = new Map<string, { st: DeployStep; nw: NodeWork }[]>();
+  for (const st of plan.steps)
+    for (const nw of st.nodes)
+      if (nw.host.length) hostWork.set(nw.node, [...(hostWork.get(nw.node) ?? []), { st, nw }]);
+  if (hostWork.size) {
+    const failedHosts = new Set<string>();
+    await runner(
+      [...hostWork].map(([node, work]) => ({
+        title: `host ${node}: ${work.flatMap(({ nw }) => nw.host.map((h) => h.service)).join(', ')}`,
+        run: async () => {
+          try {
+            return await prepareNodeHost(work);
+          } catch (err) {
+            onNodeError(work[0]!.st, work[0]!.nw, failedHosts, err, 'host');
+            throw err;
+          }
+        },
+      })),
+      concurrency,
+    );
+    for (const n of failedHosts) deadNodes.add(n);
+    const roles = rolesOverBudget(
+      tallyRoles(
+        [...hostWork].map(([node, work]) => ({ node, role: work[0]!.nw.role })),
+        failedHosts,
+      ),
+      budget,
+    );
+    if (roles.length) aborted = { step: Math.min(...failures.map((f) => f.step)), roles, host: true };
+  }
+
+  for (const st of aborted ? [] : plan.steps) {
     const ts = now();
     const nodes = st.nodes.filter((n) => !deadNodes.has(n.node));
     emit({

@@ -11,7 +11,7 @@
 import { canonicalJson, sha256 } from '../core/hash.js';
 import { UsageError } from '../core/errors.js';
 import type { Catalog } from '../roles/catalog.js';
-import type { Plan, PlanAction } from '../roles/plan.js';
+import type { Plan, PlanAction, PlanHost } from '../roles/plan.js';
 import { STEPS, type Container, type Service, type StepNumber } from '../roles/schema.js';
 
 /** Per-input hashes of a container, kept in a label so a changed input can be named. */
@@ -59,10 +59,17 @@ export interface ConfigWork {
   readonly sha256: string;
 }
 
+/** A service's preparation of a node's own OS (modules, devices, host units), before its containers. */
+export interface HostWork extends PlanHost {
+  readonly node: string;
+}
+
 /** What one node does in one step. */
 export interface NodeWork {
   readonly node: string;
   readonly role: string;
+  /** Host preparations of the step's services on this node; done before anything else of the step. */
+  readonly host: readonly HostWork[];
   readonly configs: readonly ConfigWork[];
   readonly containers: readonly ContainerWork[];
   /** Images the step's run-once tasks on this node need (pulled with the step's other images). */
@@ -292,7 +299,7 @@ export function planDeploy(plan: Plan, catalog: Catalog, filter: PlanFilter = {}
             resources,
             hash: sha256(canonicalJson(resources)),
           });
-      } else if (a.kind !== 'container') unsupported.push(a);
+      } else if (a.kind !== 'container' && a.kind !== 'host') unsupported.push(a);
     }
     const nodes: NodeWork[] = [];
     for (const node of plan.nodes) {
@@ -306,8 +313,11 @@ export function planDeploy(plan: Plan, catalog: Catalog, filter: PlanFilter = {}
       const images = [
         ...new Set(runOnce.flatMap((w) => (w.kind === 'task' && w.node === node.name ? [w.container.image] : []))),
       ];
-      if (configs.length || work.length || images.length)
-        nodes.push({ node: node.name, role: node.role, configs, containers: work, images });
+      const host = (node.host ?? [])
+        .filter((h) => h.step === ps.step && wantService(h.service))
+        .map((h) => ({ ...h, node: node.name }));
+      if (configs.length || work.length || images.length || host.length)
+        nodes.push({ node: node.name, role: node.role, host, configs, containers: work, images });
     }
     if (nodes.length || runOnce.length) steps.push({ step: ps.step, title: STEPS[ps.step], nodes, runOnce });
   }

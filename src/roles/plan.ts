@@ -43,6 +43,17 @@ export interface PlanConfig {
   readonly sha256: string;
 }
 
+/** What a service needs of a node's own OS (the service file's `host`, its `when` met). */
+export interface PlanHost {
+  readonly service: string;
+  readonly step: StepNumber;
+  /** Each entry: the modules of which the first that loads is enough (one name: that module). */
+  readonly modules: readonly (readonly string[])[];
+  readonly devices: readonly string[];
+  readonly stopUnits: readonly string[];
+  readonly hint?: string;
+}
+
 export interface PlanNode {
   readonly name: string;
   readonly role: string;
@@ -51,6 +62,8 @@ export interface PlanNode {
   readonly services: readonly string[];
   readonly containers: readonly PlanContainer[];
   readonly configs: readonly PlanConfig[];
+  /** Host preparations, absent when no service of the node needs one. */
+  readonly host?: readonly PlanHost[];
 }
 
 export interface PlanService {
@@ -68,7 +81,8 @@ export type PlanAction =
   | { readonly kind: 'database'; readonly node: string; readonly service: string; readonly database: string }
   | { readonly kind: 'task'; readonly node: string; readonly service: string; readonly task: string }
   | { readonly kind: 'register'; readonly node: string; readonly service: string; readonly user: string }
-  | { readonly kind: 'resources'; readonly node: string; readonly service: string };
+  | { readonly kind: 'resources'; readonly node: string; readonly service: string }
+  | { readonly kind: 'host'; readonly node: string; readonly service: string };
 
 export interface PlanStep {
   readonly step: StepNumber;
@@ -206,15 +220,20 @@ export function buildPlan(input: PlanInput): PlanResult {
   // Template settings: defaults declared by the services, overridden by the release's, then by cloud.settings.
   const settings: Record<string, string | number | boolean> = {};
   for (const svc of usedServices) Object.assign(settings, svc.settings ?? {});
-  for (const svc of usedServices)
-    for (const c of svc.containers)
-      if (c.when && !(c.when.setting in settings)) {
+  for (const svc of usedServices) {
+    const conditions = [
+      ...svc.containers.map((c) => ({ what: `container ${c.name}`, when: c.when })),
+      { what: 'host preparation', when: svc.host?.when },
+    ];
+    for (const { what, when } of conditions)
+      if (when && !(when.setting in settings)) {
         throw new InputError(
           'E_UNKNOWN_SETTING',
-          `container ${c.name} of service ${svc.name} depends on setting '${c.when.setting}', which no service of this cloud declares`,
+          `${what} of service ${svc.name} depends on setting '${when.setting}', which no service of this cloud declares`,
           { hint: `Declare it under settings: in a service file, or fix the name in roles/services/${svc.name}.yaml.` },
         );
       }
+  }
   for (const [k, v] of Object.entries(release.settings ?? {})) {
     if (!(k in settings)) {
       throw new InputError(
@@ -387,12 +406,14 @@ export function buildPlan(input: PlanInput): PlanResult {
       }
     }
     rendered.set(node.name, files);
+    const host = svcs.flatMap((svc) => hostOf(svc, settings));
     const base = {
       name: node.name,
       role: node.role,
       bmc: node.bmc.address,
       addresses,
       services: svcs.map((x) => x.name),
+      ...(host.length ? { host } : {}),
     };
     if (views[1]) effectiveNodes.push({ ...base, ...views[1] });
     return { ...base, ...views[0]! };
@@ -444,6 +465,22 @@ export function buildPlan(input: PlanInput): PlanResult {
   return { plan, effective, rendered };
 }
 
+/** A service's host preparation on its nodes, when it has one and its condition holds. */
+function hostOf(svc: Service, settings: Readonly<Record<string, string | number | boolean>>): PlanHost[] {
+  const h = svc.host;
+  if (!h || (h.when && !h.when.in.includes(settings[h.when.setting]!))) return [];
+  return [
+    {
+      service: svc.name,
+      step: svc.step,
+      modules: (h.modules ?? []).map((m) => (typeof m === 'string' ? [m] : m.any_of)),
+      devices: h.devices ?? [],
+      stopUnits: h.stop_units ?? [],
+      ...(h.hint ? { hint: h.hint } : {}),
+    },
+  ];
+}
+
 /** The step at whose end service users and endpoints are registered (keystone's step). */
 const REGISTER_STEP = 3;
 
@@ -475,6 +512,9 @@ function buildSteps(
           actions.push({ kind: 'register', node: keystoneNode, service: svc.name, user: svc.service_user.name });
     }
     for (const node of nodes) {
+      // the node's OS first: the containers of the step may need what it prepares
+      for (const h of node.host ?? [])
+        if (h.step === step) actions.push({ kind: 'host', node: node.name, service: h.service });
       for (const c of node.containers)
         if (c.step === step)
           actions.push({ kind: 'container', node: node.name, service: c.service, container: c.name });

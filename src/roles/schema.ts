@@ -64,6 +64,16 @@ export const HealthcheckSchema = Type.Object(
   strict,
 );
 
+/** A condition on a cloud setting. */
+const When = (description: string) =>
+  Type.Object(
+    {
+      setting: Type.String({ pattern: '^[a-z][a-z0-9_]*$', description: 'a cloud setting (service settings)' }),
+      in: Type.Array(Type.Union([Type.String(), Type.Number(), Type.Boolean()]), { minItems: 1 }),
+    },
+    { ...strict, description },
+  );
+
 export const ContainerSchema = Type.Object(
   {
     name: Type.String({ pattern: '^[a-z][a-z0-9_-]*$', description: 'container name on the node' }),
@@ -85,16 +95,8 @@ export const ContainerSchema = Type.Object(
     privileged: Type.Optional(Type.Boolean()),
     cap_add: Type.Optional(Type.Array(Type.String({ pattern: '^[A-Z_]+$' }))),
     when: Type.Optional(
-      Type.Object(
-        {
-          setting: Type.String({ pattern: '^[a-z][a-z0-9_]*$', description: 'a cloud setting (service settings)' }),
-          in: Type.Array(Type.Union([Type.String(), Type.Number(), Type.Boolean()]), { minItems: 1 }),
-        },
-        {
-          ...strict,
-          description:
-            "run this container only when the setting has one of these values (e.g. libvirt's daemons only with the libvirt driver)",
-        },
+      When(
+        "run this container only when the setting has one of these values (e.g. libvirt's daemons only with the libvirt driver)",
       ),
     ),
     healthcheck: Type.Optional(HealthcheckSchema),
@@ -255,6 +257,52 @@ export const UpgradeSchema = Type.Object(
   strict,
 );
 
+const ModuleName = Type.String({ pattern: '^[a-z0-9_-]+$', description: 'a kernel module name' });
+
+export const HostSchema = Type.Object(
+  {
+    when: Type.Optional(When('prepare the host only when the setting has one of these values')),
+    modules: Type.Optional(
+      Type.Array(
+        Type.Union([
+          ModuleName,
+          Type.Object(
+            { any_of: Type.Array(ModuleName, { minItems: 2, uniqueItems: true }) },
+            { ...strict, description: 'the first of these that loads (kvm_intel or kvm_amd: the CPU decides)' },
+          ),
+        ]),
+        {
+          minItems: 1,
+          description:
+            'kernel modules loaded now (modprobe) and at every boot (/etc/modules-load.d/stackctl-<service>.conf)',
+        },
+      ),
+    ),
+    devices: Type.Optional(
+      Type.Array(Type.String({ pattern: '^/dev/[A-Za-z0-9_./-]+$' }), {
+        minItems: 1,
+        description: 'device nodes that must exist once the modules are loaded',
+      }),
+    ),
+    stop_units: Type.Optional(
+      Type.Array(Type.String({ pattern: '^[A-Za-z0-9@_.-]+\\.(service|socket)$' }), {
+        minItems: 1,
+        description:
+          "systemd units of the host that would compete with the service's containers: stopped, disabled and masked when present",
+      }),
+    ),
+    hint: Type.Optional(
+      Type.String({ minLength: 1, description: 'what an operator can do when the preparation fails' }),
+    ),
+  },
+  {
+    ...strict,
+    description:
+      "what the node's own OS needs before the service's containers start (libvirt: KVM modules, /dev/kvm, no host libvirtd)",
+  },
+);
+export type Host = Static<typeof HostSchema>;
+
 export const SecretSpecSchema = Type.Object(
   {
     name: SecretName,
@@ -294,6 +342,7 @@ export const ServiceSchema = Type.Object(
     endpoints: Type.Optional(Type.Array(EndpointSchema, { default: [] })),
     tasks: Type.Optional(Type.Array(TaskSchema, { default: [], description: 'run-once tasks on the bootstrap node' })),
     haproxy: Type.Optional(Type.Array(FrontendSchema, { default: [] })),
+    host: Type.Optional(HostSchema),
     settings: Type.Optional(
       Type.Record(
         Type.String({ pattern: '^[a-z][a-z0-9_]*$' }),

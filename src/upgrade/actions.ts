@@ -215,12 +215,14 @@ export function swapPlan(
       // other nodes (or, on one node, time out). The enable action waits for HAProxy to see the backend UP instead.
       .map(({ frontend, ...c }) => (opts.frontendGate === false || !frontend ? c : { ...c, frontend }));
     const configs = nw.configs.filter((c) => services.has(c.service));
+    // the target release's host preparation of these services (checked again, done where missing)
+    const host = nw.host.filter((h) => services.has(h.service));
     for (const c of containers) found.add(c.name);
     if (!containers.length && !configs.length) continue;
     steps.push({
       step: st.step,
       title: st.title,
-      nodes: [{ node, role: nw.role, configs, containers, images: [] }],
+      nodes: [{ node, role: nw.role, host, configs, containers, images: [] }],
       runOnce: [],
     });
   }

@@ -694,6 +694,42 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
       expect(await lab.startedAt()).toEqual(before);
     }, 300_000);
 
+    it("the libvirt driver on a compute without KVM: the deploy stops in cmp-0's host preparation, before step 1, and changes nothing", async () => {
+      const before = await lab.startedAt();
+      await withInventory(
+        (t) => t.replace('nova_compute_driver: fake.FakeDriver', 'nova_compute_driver: libvirt.LibvirtDriver'),
+        async () => {
+          const dry = await lab.deploy({ dryRun: true });
+          expect(dry.text).toMatch(/4\s+cmp-0\s+host\s+nova-compute\s+check\s+modules kvm_intel\|kvm_amd, vhost_net/);
+          const { report, text } = await lab.deploy();
+          expect(report?.ok, text).toBe(false);
+          // A lab node is a container: it shares this machine's kernel (whose KVM module may be
+          // loaded) but gets no /dev/kvm; either way cmp-0 is refused for what it lacks.
+          expect(report?.failures).toEqual([
+            expect.objectContaining({
+              node: 'cmp-0',
+              path: 'step 4/cmp-0/host nova-compute',
+              class: 'retryable',
+              code: expect.stringMatching(/^E_HOST_(MODULE|DEVICE)$/),
+              message: expect.stringMatching(
+                /^cmp-0: nova-compute needs (the kernel module kvm_intel or kvm_amd|\/dev\/kvm)/,
+              ),
+            }),
+          ]);
+          expect(text).toMatch(/hint: Turn on the CPU's virtualisation \(VT-x or AMD-V\)/);
+          expect(text).toMatch(
+            /aborted in the host preparation, before step 1: failure budget exceeded by Compute \(1\/1\)/,
+          );
+          expect(report?.steps).toEqual([]);
+          expect(report?.changes).toBe(0);
+        },
+      );
+      expect(await lab.startedAt()).toEqual(before);
+      const cmp = lab.remote('cmp-0');
+      expect((await cmp.exec(['ls', '/etc/modules-load.d'], { timeoutMs: 10_000 })).stdout).not.toMatch(/stackctl/);
+      expect(await cmp.docker.inspectContainer('nova_libvirt')).toBeUndefined();
+    }, 300_000);
+
     it('a compute that cannot reach RabbitMQ fails step 4, naming the node and the AMQP error from its log', async () => {
       const cmp = lab.remote('cmp-0');
       const rule = ['OUTPUT', '-p', 'tcp', '--dport', '5672', '-j', 'REJECT'];

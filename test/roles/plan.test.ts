@@ -6,6 +6,7 @@ import { generateInventoryYaml } from '../../src/inventory/generate.js';
 import { defaultReleasesDir } from '../../src/core/paths.js';
 import { planToJson, type Plan, type PlanResult } from '../../src/roles/plan.js';
 import { loadRelease } from '../../src/roles/release.js';
+import { planDeploy } from '../../src/orchestrator/planner.js';
 import { catalog, planFromText } from '../helpers/plan.js';
 import { copyInventory, runCli } from '../helpers/cli.js';
 
@@ -124,6 +125,36 @@ describe('the plan', () => {
     ]);
     const bad = text.replace('nova_compute_driver', 'nova_compute_drivr');
     expect(() => planFor(bad)).toThrow(/nova_compute_drivr.*not a setting/);
+  });
+
+  it("prepares a compute's own OS for libvirt (KVM module, devices, no host libvirtd), and not for the fake driver", () => {
+    const text = generateInventoryYaml({ controllers: 1, computes: 1 });
+    const { plan } = planFor(text);
+    const cmp = plan.nodes.find((n) => n.name === 'cmp-0')!;
+    expect(cmp.host).toEqual([
+      expect.objectContaining({
+        service: 'nova-compute',
+        step: 4,
+        modules: [['kvm_intel', 'kvm_amd'], ['vhost_net']],
+        devices: ['/dev/kvm', '/dev/vhost-net', '/dev/net/tun'],
+        stopUnits: expect.arrayContaining(['libvirtd.service', 'libvirtd.socket', 'virtqemud.socket']),
+        hint: expect.stringContaining('VT-x or AMD-V'),
+      }),
+    ]);
+    expect(plan.nodes.find((n) => n.name === 'ctl-0')!.host).toBeUndefined();
+    // in step 4, the node's OS comes before the compute's containers
+    const step4 = plan.steps[3]!.actions.filter((a) => a.node === 'cmp-0').map((a) => a.kind);
+    expect(step4).toEqual(['host', 'container', 'container', 'container']);
+    const deploy = planDeploy(plan, catalog);
+    const work = deploy.steps.find((s) => s.step === 4)!.nodes.find((n) => n.node === 'cmp-0')!;
+    expect(work.host.map((h) => `${h.node} ${h.service}`)).toEqual(['cmp-0 nova-compute']);
+    expect(deploy.unsupported).toEqual([]);
+
+    const lab = planFor(
+      text.replace('release: zed }', 'release: zed, settings: { nova_compute_driver: fake.FakeDriver } }'),
+    );
+    expect(lab.plan.nodes.some((n) => n.host)).toBe(false);
+    expect(lab.plan.steps.flatMap((s) => s.actions).some((a) => a.kind === 'host')).toBe(false);
   });
 
   it("takes the release manifest's settings over the services' defaults: epoxy's RabbitMQ 4 gets no mirroring policy", () => {

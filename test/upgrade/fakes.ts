@@ -142,6 +142,7 @@ export function deployPlanOf(works: readonly ContainerWork[]): DeployPlan {
         nodes: nodes.map((node) => ({
           node,
           role: 'controller',
+          host: [],
           configs: [],
           containers: works.filter((w) => w.node === node),
           images: [],
