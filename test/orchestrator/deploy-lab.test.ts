@@ -703,6 +703,7 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
           expect(dry.text).toMatch(/4\s+cmp-0\s+host\s+nova-compute\s+check\s+modules kvm_intel\|kvm_amd, vhost_net/);
           const { report, text } = await lab.deploy();
           expect(report?.ok, text).toBe(false);
+          process.stderr.write(`libvirt without KVM: ${text.split('\n').find((l) => l.startsWith('FAILED')) ?? '?'}\n`);
           // A lab node is a container: it shares this machine's kernel (whose KVM module may be
           // loaded) but gets no /dev/kvm; either way cmp-0 is refused for what it lacks.
           expect(report?.failures).toEqual([
