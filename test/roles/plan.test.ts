@@ -127,6 +127,17 @@ describe('the plan', () => {
     expect(() => planFor(bad)).toThrow(/nova_compute_drivr.*not a setting/);
   });
 
+  it('sends every Glance request to one controller: the file store is node-local, the others stand by', () => {
+    const { rendered } = planFor(generateInventoryYaml({ controllers: 3, computes: 1 }));
+    const cfg = rendered.get('ctl-2')!.get('/etc/stackctl/haproxy/haproxy.cfg')!;
+    const glance = cfg.split('\nlisten ').find((b) => b.startsWith('glance_api'))!;
+    expect(glance.match(/^ {2}server \S+/gm)).toEqual(['  server ctl-0', '  server ctl-1', '  server ctl-2']);
+    expect(glance.match(/^ {2}server .* backup$/gm)?.map((l) => l.split(' ')[3])).toEqual(['ctl-1', 'ctl-2']);
+    // Keystone, stateless, keeps all three active
+    const keystone = cfg.split('\nlisten ').find((b) => b.startsWith('keystone'))!;
+    expect(keystone).not.toMatch(/ backup$/m);
+  });
+
   it("prepares a compute's own OS for libvirt (KVM module, devices, no host libvirtd), and not for the fake driver", () => {
     const text = generateInventoryYaml({ controllers: 1, computes: 1 });
     const { plan } = planFor(text);

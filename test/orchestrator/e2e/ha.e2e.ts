@@ -311,6 +311,22 @@ describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () =
       const computes = os<{ Host: string; State: string }[]>('compute service list --service nova-compute');
       expect(computes.map((c) => `${c.Host} ${c.State}`).sort()).toEqual(['cmp-0 up', 'cmp-1 up']);
 
+      // Glance's file store is node-local: one active backend, so the image uploaded at step 5 is read
+      // back through the VIP every time (round robin over three stores would miss it 2 times in 3).
+      const image = os<{ size: number; checksum: string }>('image show lab-tiny');
+      for (let i = 0; i < 4; i++) {
+        const got = openstack(openrc, 'image save lab-tiny --file /tmp/i && md5sum /tmp/i && wc -c < /tmp/i');
+        expect(got, `download ${i + 1} of lab-tiny`).toContain(image.checksum);
+        expect(got.trim().split('\n').pop(), `download ${i + 1} of lab-tiny`).toBe(String(image.size));
+      }
+      const cfg = await lab.remote('ctl-0').exec(['cat', '/etc/stackctl/haproxy/haproxy.cfg'], { timeoutMs: 10_000 });
+      const glanceListen = cfg.stdout.split('\nlisten ').find((b) => b.startsWith('glance_api'))!;
+      expect(glanceListen.match(/^ {2}server ctl-\d .*$/gm)?.map((l) => l.endsWith(' backup'))).toEqual([
+        false,
+        true,
+        true,
+      ]);
+
       const t1 = Date.now();
       const servers: Server[] = [];
       for (let i = 0; i < 4; i++)
