@@ -229,21 +229,27 @@ export interface MigrationRecord {
   readonly 'Source Compute': string;
   readonly Status: string;
   readonly Type: string;
+  readonly 'Created At': string;
   readonly 'Updated At': string;
 }
+
+/** Nova's timestamps are UTC without a zone. */
+const novaTime = (t: string): number => Date.parse(t.replace(' ', 'T') + 'Z');
 
 /**
  * Where Nova's records say each server did not leave its compute (a completed live migration from
  * it) before that compute's nova_compute was replaced, or a live migration failed or was requested
- * twice: one line per fault, none when the evacuation did its job.
+ * twice: one line per fault, none when the evacuation did its job. Only migrations requested from
+ * `since` (epoch ms, the upgrade's start) count: a test may have moved a server before.
  */
 export async function evacuationFaults(
   lab: { remote(node: string): { docker: Pick<ContainerEngine, 'inspectContainer'> } },
   before: readonly ServerBefore[],
   migrations: readonly MigrationRecord[],
+  since: number,
 ): Promise<string[]> {
   const faults: string[] = [];
-  const live = migrations.filter((m) => m.Type === 'live-migration');
+  const live = migrations.filter((m) => m.Type === 'live-migration' && novaTime(m['Created At']) >= since);
   for (const m of live.filter((x) => x.Status !== 'completed'))
     faults.push(`${m['Server UUID']} from ${m['Source Compute']}: ${m.Status}`);
   const pairs = live.map((m) => `${m['Server UUID']} ${m['Source Compute']}`);
@@ -258,8 +264,7 @@ export async function evacuationFaults(
       faults.push(`${row.Name} never left ${row.Host}`);
       continue;
     }
-    // Nova's timestamps are UTC without a zone
-    const leftAt = Math.min(...left.map((m) => Date.parse(m['Updated At'].replace(' ', 'T') + 'Z')));
+    const leftAt = Math.min(...left.map((m) => novaTime(m['Updated At'])));
     if (leftAt >= swappedAt) faults.push(`${row.Name} left ${row.Host} after its nova_compute was replaced`);
   }
   return faults;

@@ -278,7 +278,7 @@ describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', 
       `Nova's live migrations: ${live.map((m) => `${m['Server UUID'].slice(0, 8)} ${m['Source Compute']} ${m.Status}`).join('; ')}\n`,
     );
     expect(live.length).toBeGreaterThan(0);
-    expect(await evacuationFaults(lab, before, migrations)).toEqual([]);
+    expect(await evacuationFaults(lab, before, migrations, t0)).toEqual([]);
 
     // probes: none failed outside the declared windows (offline migrations: the API is down by design)
     const figures = probeFigures(probes, phaseTimes(lab.inventory, t0), declared);
