@@ -47,7 +47,7 @@ export async function upgradePlan(
 
 /**
  * The probe's script: a token (password from a mounted file, never in argv) then the server
- * list, through the internal VIP, every 100 ms; one line `ok|fail <epoch ms>` per try.
+ * list, through the internal VIP, every 100 ms; one line `ok|fail <start ms> <end ms> <why>` per try.
  */
 const probeScript = (vip: string): string => `
 while :; do
@@ -67,7 +67,7 @@ while :; do
   fi
   # who answered a failed try: the first words of its body (HAProxy's own page or the API's error)
   if [ $ok = fail ] && [ -s /tmp/b ]; then why="$why:$(head -c 160 /tmp/b | tr -c 'A-Za-z0-9.' '_')"; fi
-  echo "$ok $s $why"
+  echo "$ok $s $(date +%s%3N) $why"
   sleep 0.1
 done
 `;
@@ -75,7 +75,9 @@ done
 /** One try of the probe. */
 export interface ProbeResult {
   readonly ok: boolean;
+  /** When the try started and ended (epoch ms): a request in flight fails with what happens during it. */
   readonly at: number;
+  readonly end: number;
   /**
    * Why a try failed: `token:curl<exit>:http<code>` or `servers:curl<exit>:http<code>` (curl 28: timed
    * out), then `:<the body's first 160 characters>` when there was one, blanks as `_`.
@@ -125,8 +127,13 @@ export function startProbe(
       return out
         .split('\n')
         .map((l) => l.trim().split(' '))
-        .filter((f) => f.length >= 2 && (f[0] === 'ok' || f[0] === 'fail'))
-        .map(([s, t, why]) => ({ ok: s === 'ok', at: Number(t), ...(s === 'fail' && why ? { why } : {}) }));
+        .filter((f) => f.length >= 3 && (f[0] === 'ok' || f[0] === 'fail'))
+        .map(([s, t, e, why]) => ({
+          ok: s === 'ok',
+          at: Number(t),
+          end: Number(e),
+          ...(s === 'fail' && why ? { why } : {}),
+        }));
     },
   };
 }
@@ -159,9 +166,11 @@ export function probeFigures(
   declared: readonly string[],
 ): { okShare: number; longestGapMs: number; failedOutside: ProbeResult[]; text: string } {
   const windows = phases.filter((p) => declared.includes(p.phase));
-  // a second of slack before a window, five after it (HAProxy's health checks mark the backend up again)
-  const inWindow = (t: number): boolean => windows.some((w) => t >= w.from - 1000 && t <= w.to + 5000);
-  const failedOutside = probes.filter((p) => !p.ok && !inWindow(p.at));
+  // A try fails with a window when the two overlap: a request still in flight (up to curl's 5 s) when a
+  // window stops the old containers fails with it. A second of slack before a window, five after it
+  // (HAProxy's health checks mark the backend up again).
+  const inWindow = (p: ProbeResult): boolean => windows.some((w) => p.end >= w.from - 1000 && p.at <= w.to + 5000);
+  const failedOutside = probes.filter((p) => !p.ok && !inWindow(p));
   let longestGapMs = 0;
   let lastOk = probes[0]?.at ?? 0;
   for (const p of probes) {

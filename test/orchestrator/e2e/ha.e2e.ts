@@ -145,6 +145,13 @@ async function haproxyServers(node: string, proxy: string): Promise<Record<strin
   return out;
 }
 
+const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
+/** The time of an HAProxy log line (`[23/Nov/2026:08:09:09.196]`, UTC in the container), NaN without one. */
+function haproxyLogTime(line: string): number {
+  const m = /\[(\d+)\/(\w+)\/(\d+):(\d+):(\d+):(\d+)\.(\d+)\]/.exec(line);
+  return m ? Date.UTC(+m[3]!, MONTHS.indexOf(m[2]!), +m[1]!, +m[4]!, +m[5]!, +m[6]!, +m[7]!) : NaN;
+}
+
 describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () => {
   beforeAll(async () => {
     await lab.up(CLOUD_IMAGES);
@@ -423,10 +430,24 @@ describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () =
         for (const n of CONTROLLERS) {
           const since = new Date(t1).toISOString();
           const logs = await lab.remote(n).exec(['docker', 'logs', '--since', since, 'haproxy'], { timeoutMs: 30_000 });
-          const lines = (logs.stdout + logs.stderr).split('\n').filter((l) => l.includes(' 5') || l.includes('DOWN'));
+          // the lines within 10 s of a failed try, and every backend going down
+          const near = (l: string): boolean =>
+            figures.failedOutside.some((p) => Math.abs(haproxyLogTime(l) - p.at) < 10_000);
+          const lines = (logs.stdout + logs.stderr).split('\n').filter((l) => near(l) || l.includes(' is DOWN'));
           process.stderr.write(
-            `HAProxy on ${n}, abnormal requests and backend changes:\n${lines.slice(-60).join('\n')}\n`,
+            `HAProxy on ${n}, abnormal requests near the failed tries and backends going down:\n${lines.slice(-60).join('\n')}\n`,
           );
+          // and what the APIs behind it logged then (a 503 page from nova-api: keystonemiddleware's?)
+          for (const c of ['nova_api', 'keystone']) {
+            const api = await lab
+              .remote(n)
+              .exec(['docker', 'logs', '--timestamps', '--since', since, c], { timeoutMs: 30_000 });
+            const near = (api.stdout + api.stderr)
+              .split('\n')
+              .filter((l) => figures.failedOutside.some((p) => Math.abs(Date.parse(l.split(' ')[0]!) - p.at) < 10_000))
+              .filter((l) => /WARNING|ERROR|CRITICAL|Traceback|unavailable|timed out/i.test(l));
+            process.stderr.write(`${c} on ${n}, warnings near the failed tries:\n${near.slice(-30).join('\n')}\n`);
+          }
         }
       }
       // the probe's figures are printed before either assertion, so one failing does not hide the other
