@@ -350,11 +350,11 @@ export async function executeDeploy(
           );
         }
         n += made.length;
+        changes += made.length;
         for (const c of made) change(st.step, nw.node, `host ${c.object}`, c.name, c.action, h.service, now() - t);
         if (!made.length) change(st.step, nw.node, 'host', h.service, 'unchanged', hostSummary(h));
       }
     }
-    changes += n;
     return n ? `${n} change(s)` : 'unchanged';
   };
 
