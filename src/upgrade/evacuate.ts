@@ -115,46 +115,69 @@ export const EVACUATION_COMMANDS = {
 const MIGRATION_UNDER_WAY = ['queued', 'accepted', 'pre-migrating', 'preparing', 'running', 'post-migrating'];
 
 /**
+ * Statuses in which Nova (2.65) takes an abort. Before them (accepted, pre-migrating) the
+ * conductor is still checking the hosts and Nova refuses; after them the migration is ending.
+ */
+const MIGRATION_ABORTABLE = ['queued', 'preparing', 'running'];
+
+/**
  * Abort a live migration that ran past its deadline, so the instance stays on its
- * source, and wait (abortGraceMs) for Nova to roll it back. Returns where it stands.
+ * source, and wait (abortGraceMs) for Nova to roll it back. A migration that is not
+ * abortable yet is asked again at each poll, within the same grace. Returns where it stands.
  */
 async function abortMigration(
   server: ServerRow,
   ctx: UpgradeContext,
   o: EvacuationSettings,
 ): Promise<{ readonly moved?: string; readonly note: string }> {
-  let id: string | undefined;
-  try {
-    const rows = JSON.parse(await ctx.cloud.openstack(EVACUATION_COMMANDS.migrations(server.id))) as Record<
-      string,
-      unknown
-    >[];
-    id = rows
-      .filter((r) => MIGRATION_UNDER_WAY.includes(String(r.Status ?? r.status ?? '').toLowerCase()))
-      .map((r) => String(r.Id ?? r.id ?? ''))
-      .filter(Boolean)
-      .at(-1);
-    if (!id) return { note: 'no migration under way to abort' };
-    await ctx.cloud.openstack(EVACUATION_COMMANDS.abort(server.id, id));
-  } catch (err) {
-    return { note: `abort of migration ${id ?? '?'} refused: ${messageOf(err)}` };
-  }
   const t0 = ctx.now();
-  let last = 'no answer yet';
-  while (ctx.now() - t0 < o.abortGraceMs) {
+  const grace = `${Math.round(o.abortGraceMs / 1000)} s`;
+  let id: string | undefined;
+  let aborted = false;
+  let why = '';
+  while (!aborted) {
+    try {
+      const rows = JSON.parse(await ctx.cloud.openstack(EVACUATION_COMMANDS.migrations(server.id))) as Record<
+        string,
+        unknown
+      >[];
+      const open = rows
+        .map((r) => ({ id: String(r.Id ?? r.id ?? ''), status: String(r.Status ?? r.status ?? '').toLowerCase() }))
+        .filter((r) => r.id && MIGRATION_UNDER_WAY.includes(r.status))
+        .at(-1);
+      // none under way: it ended on its own meanwhile; where the instance is tells how
+      if (!open) break;
+      id = open.id;
+      if (MIGRATION_ABORTABLE.includes(open.status)) {
+        await ctx.cloud.openstack(EVACUATION_COMMANDS.abort(server.id, id));
+        aborted = true;
+        break;
+      }
+      why = `migration ${id} still ${open.status}, which Nova does not abort`;
+    } catch (err) {
+      // NOTE: the status may change between the list and the abort; Nova then refuses, and the next look decides.
+      why = `abort of migration ${id ?? '?'} refused: ${messageOf(err)}`;
+    }
+    if (ctx.now() - t0 >= o.abortGraceMs) return { note: `${why} for ${grace}` };
     await ctx.sleep(o.pollMs);
+  }
+  const what = aborted ? `migration ${id} aborted` : 'no migration under way to abort';
+  let last = 'no answer yet';
+  for (;;) {
     try {
       const s = parseServerShow(await ctx.cloud.openstack(EVACUATION_COMMANDS.show(server.id)));
       last = `${s.status}${s.taskState ? `/${s.taskState}` : ''} on ${s.host || '?'}`;
       if (!s.taskState && s.status !== 'MIGRATING') {
-        if (s.host && s.host !== server.host) return { moved: s.host, note: `migration ${id} ended before the abort` };
-        return { note: `migration ${id} aborted: ${last}, its source` };
+        if (s.host && s.host !== server.host)
+          return { moved: s.host, note: `migration ${id ?? '?'} ended before the abort` };
+        return { note: `${what}: ${last}, its source` };
       }
     } catch (err) {
       last = `server show failed: ${messageOf(err)}`;
     }
+    if (ctx.now() - t0 >= o.abortGraceMs) return { note: `${what}, but still ${last} after ${grace}` };
+    await ctx.sleep(o.pollMs);
   }
-  return { note: `migration ${id} aborted, but still ${last} after ${Math.round(o.abortGraceMs / 1000)} s` };
 }
 
 /** A server as `server show` gives it while it migrates. */

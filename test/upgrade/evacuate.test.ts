@@ -139,6 +139,36 @@ describe('novaEvacuate', () => {
     expect(nova.hosts[0]!.status).toBe('enabled');
   });
 
+  it('asks again to abort a timed-out migration that Nova does not abort yet (accepted), within the grace', async () => {
+    const nova = new FakeNova([host('cmp-0'), host('cmp-1')], FLAVORS, [
+      server('a', 'cmp-0', { migration: 'hangs', acceptedLooks: 3 }),
+    ]);
+    const err = await rejection(
+      novaEvacuate(['cmp-0'], fakeContext({ cloud: nova }), { timeoutMs: 20_000, pollMs: 5_000, abortGraceMs: 60_000 }),
+    );
+    expect(err.code).toBe('E_EVACUATION_FAILED');
+    expect(err.message).toMatch(
+      /vm-a: timeout: still MIGRATING\/migrating on cmp-0 after 20 s; migration 1 aborted: ACTIVE on cmp-0, its source/,
+    );
+    // two looks found it accepted (no abort asked), the third found it running and aborted it, once
+    const aborts = nova.calls.filter((c) => c.includes('abort'));
+    expect(aborts).toEqual([['--os-compute-api-version', '2.65', 'server', 'migration', 'abort', 'a', '1']]);
+    expect(nova.migrations[0]!.status).toBe('cancelled');
+    expect(nova.servers[0]).toMatchObject({ status: 'ACTIVE', host: 'cmp-0' });
+  });
+
+  it('reports a migration that stays unabortable for the whole grace, naming its status', async () => {
+    const nova = new FakeNova([host('cmp-0'), host('cmp-1')], FLAVORS, [
+      server('a', 'cmp-0', { migration: 'hangs', acceptedLooks: 1_000 }),
+    ]);
+    const err = await rejection(
+      novaEvacuate(['cmp-0'], fakeContext({ cloud: nova }), { timeoutMs: 20_000, pollMs: 5_000, abortGraceMs: 30_000 }),
+    );
+    expect(err.message).toMatch(/vm-a: timeout: .*migration 1 still accepted, which Nova does not abort for 30 s/);
+    expect(nova.calls.filter((c) => c.includes('abort'))).toEqual([]);
+    expect(nova.hosts[0]!.status).toBe('enabled');
+  });
+
   it('counts a refused migration request as a failure of that host', async () => {
     const nova = new FakeNova([host('cmp-0'), host('cmp-1')], FLAVORS, [
       server('a', 'cmp-0', { migration: 'refused' }),

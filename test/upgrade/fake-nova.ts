@@ -55,6 +55,8 @@ export interface FakeServer {
   migration?: 'moves' | 'rolls-back' | 'hangs' | 'hangs-for-good' | 'refused';
   /** Polls before the migration ends (default 1). */
   polls?: number;
+  /** Looks at its migration record (`server migration list`) before the conductor lets it run: `accepted` until then. */
+  acceptedLooks?: number;
 }
 
 export class FakeNova implements CloudClient {
@@ -193,13 +195,20 @@ export class FakeNova implements CloudClient {
       if (s.migration === 'refused') throw new RemoteError('E_OPENSTACK_CLIENT', 'No valid host was found. (HTTP 400)');
       s.status = 'MIGRATING';
       s.task = 'migrating';
-      this.migrations.push({ server: s.id, id: String(this.migrations.length + 1), status: 'running' });
+      this.migrations.push({
+        server: s.id,
+        id: String(this.migrations.length + 1),
+        status: s.acceptedLooks ? 'accepted' : 'running',
+      });
       this.#left.set(s.id, s.polls ?? 1);
       this.maxInFlight = Math.max(this.maxInFlight, this.#inFlight());
       return '';
     }
     if (a.join(' ').startsWith('server migration list')) {
       const on = a[a.indexOf('--server') + 1];
+      const s = this.servers.find((x) => x.id === on);
+      for (const m of this.migrations.filter((x) => x.server === on && x.status === 'accepted'))
+        if (s && (s.acceptedLooks = (s.acceptedLooks ?? 1) - 1) <= 0) m.status = 'running';
       return JSON.stringify(
         this.migrations
           .filter((m) => m.server === on)
@@ -209,8 +218,13 @@ export class FakeNova implements CloudClient {
     if (a.join(' ').startsWith('server migration abort')) {
       if (microversion < '2.65') throw new Error(`abort at microversion ${microversion}`);
       const [server, id] = a.slice(-2);
-      const m = this.migrations.find((x) => x.server === server && x.id === id && x.status === 'running');
-      if (!m) throw new RemoteError('E_OPENSTACK_CLIENT', `no running migration ${id} of ${server} (HTTP 404)`);
+      const m = this.migrations.find((x) => x.server === server && x.id === id);
+      if (!m) throw new RemoteError('E_OPENSTACK_CLIENT', `no migration ${id} of ${server} (HTTP 404)`);
+      if (m.status !== 'running')
+        throw new RemoteError(
+          'E_OPENSTACK_CLIENT',
+          `Cannot 'abort live migration' migration ${id} while it is in migration_status ${m.status} (HTTP 400)`,
+        );
       const s = this.servers.find((x) => x.id === server)!;
       if (s.migration === 'hangs-for-good') return '';
       m.status = 'cancelled';
