@@ -135,7 +135,7 @@ async function abortMigration(
   let id: string | undefined;
   let aborted = false;
   let why = '';
-  while (!aborted) {
+  for (;;) {
     try {
       const rows = JSON.parse(await ctx.cloud.openstack(EVACUATION_COMMANDS.migrations(server.id))) as Record<
         string,

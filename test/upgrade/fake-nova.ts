@@ -206,9 +206,13 @@ export class FakeNova implements CloudClient {
     }
     if (a.join(' ').startsWith('server migration list')) {
       const on = a[a.indexOf('--server') + 1];
+      // each look brings an accepted migration one step nearer to running
       const s = this.servers.find((x) => x.id === on);
-      for (const m of this.migrations.filter((x) => x.server === on && x.status === 'accepted'))
-        if (s && (s.acceptedLooks = (s.acceptedLooks ?? 1) - 1) <= 0) m.status = 'running';
+      const accepted = this.migrations.find((x) => x.server === on && x.status === 'accepted');
+      if (s && accepted) {
+        s.acceptedLooks = (s.acceptedLooks ?? 1) - 1;
+        if (s.acceptedLooks <= 0) accepted.status = 'running';
+      }
       return JSON.stringify(
         this.migrations
           .filter((m) => m.server === on)

@@ -427,13 +427,14 @@ describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () =
       process.stderr.write(`HA update: ${figures.text}`);
       if (figures.failedOutside.length > 0) {
         // HAProxy logs only what went wrong: which backend answered, or that none was up
+        const nearFailure = (t: number): boolean => figures.failedOutside.some((p) => Math.abs(t - p.at) < 10_000);
         for (const n of CONTROLLERS) {
           const since = new Date(t1).toISOString();
           const logs = await lab.remote(n).exec(['docker', 'logs', '--since', since, 'haproxy'], { timeoutMs: 30_000 });
           // the lines within 10 s of a failed try, and every backend going down
-          const near = (l: string): boolean =>
-            figures.failedOutside.some((p) => Math.abs(haproxyLogTime(l) - p.at) < 10_000);
-          const lines = (logs.stdout + logs.stderr).split('\n').filter((l) => near(l) || l.includes(' is DOWN'));
+          const lines = (logs.stdout + logs.stderr)
+            .split('\n')
+            .filter((l) => nearFailure(haproxyLogTime(l)) || l.includes(' is DOWN'));
           process.stderr.write(
             `HAProxy on ${n}, abnormal requests near the failed tries and backends going down:\n${lines.slice(-60).join('\n')}\n`,
           );
@@ -442,11 +443,11 @@ describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () =
             const api = await lab
               .remote(n)
               .exec(['docker', 'logs', '--timestamps', '--since', since, c], { timeoutMs: 30_000 });
-            const near = (api.stdout + api.stderr)
+            const warnings = (api.stdout + api.stderr)
               .split('\n')
-              .filter((l) => figures.failedOutside.some((p) => Math.abs(Date.parse(l.split(' ')[0]!) - p.at) < 10_000))
+              .filter((l) => nearFailure(Date.parse(l.split(' ')[0]!)))
               .filter((l) => /WARNING|ERROR|CRITICAL|Traceback|unavailable|timed out/i.test(l));
-            process.stderr.write(`${c} on ${n}, warnings near the failed tries:\n${near.slice(-30).join('\n')}\n`);
+            process.stderr.write(`${c} on ${n}, warnings near the failed tries:\n${warnings.slice(-30).join('\n')}\n`);
           }
         }
       }
