@@ -3,13 +3,14 @@
 #
 # Real peers: OpenIPMI's ipmi_sim (a BMC), ipmitool (a client), openssl (test
 # certificates for Redfish over TLS), curl (a generic Redfish client), QEMU (the lab's
-# simulated machines, behind virtual BMCs), OpenSSH (a real sshd for the remote-execution
+# simulated machines, behind virtual BMCs; qemu-utils for qemu-img, their disks), OpenSSH (a real sshd for the remote-execution
 # tests), Docker Engine, busybox-static (a tiny test image) and debootstrap (the Debian
 # root filesystem of the container images), dnsmasq, iproute2 and iptables (DHCP/TFTP
 # between network namespaces; busybox-static gives their DHCP and TFTP clients), and
 # fdisk, e2fsprogs and grub-pc-bin (the host OS disk image: partition table, ext4 written
-# from a folder, BIOS boot loader).
-STACKCTL_PACKAGES=(openipmi ipmitool openssl curl qemu-system-x86 openssh-server openssh-client docker.io busybox-static debootstrap tar dnsmasq-base iproute2 iptables fdisk e2fsprogs grub-pc-bin)
+# from a folder, BIOS boot loader), and python3 (runs the lab's fake Nova virt driver in a
+# unit test).
+STACKCTL_PACKAGES=(openipmi ipmitool openssl curl qemu-system-x86 qemu-utils openssh-server openssh-client docker.io busybox-static debootstrap tar dnsmasq-base iproute2 iptables fdisk e2fsprogs grub-pc-bin python3)
 
 # host_setup [EXTRA_PACKAGE...]: install what is missing, then start dockerd if none answers.
 host_setup() {
