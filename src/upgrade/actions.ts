@@ -380,7 +380,11 @@ export const backup: ActionHandler<Of<'backup'>> = async (a, ctx) => {
   return `${a.node}:${path}`;
 };
 
-/** Where each container of a service stands: `node/name image (state)`. */
+/**
+ * Where each container of a service stands: `node/name image (state)`, or for one stopped and
+ * removed (an offline window) `node/name absent (current release IMAGE, target IMAGE)`, so that
+ * the report says which version each node is at.
+ */
 async function serviceState(ctx: UpgradeContext, service: string): Promise<string> {
   const out: string[] = [];
   for (const w of containersOf(ctx.targetDeploy, service)) {
@@ -388,7 +392,9 @@ async function serviceState(ctx: UpgradeContext, service: string): Promise<strin
       .connect(w.node)
       .docker.inspectContainer(w.name)
       .catch(() => undefined);
-    out.push(`${w.node}/${w.name} ${info ? `${info.image} (${info.state.status})` : 'absent'}`);
+    const current = ctx.currentWork(w.node, w.name)?.image;
+    const absent = `absent (${current ? `current release ${current}, ` : ''}target ${w.image})`;
+    out.push(`${w.node}/${w.name} ${info ? `${info.image} (${info.state.status})` : absent}`);
   }
   return out.join(', ');
 }

@@ -316,6 +316,7 @@ describe('upgrade actions', () => {
       { 'ctl-0': n.access },
       {
         targetWork: () => w,
+        currentWork: () => work('ctl-0', 'keystone', 'keystone', 'r/keystone:zed-1'),
         targetDeploy: deployPlanOf([w]),
         oneOff: async () => ({ code: 1, log: 'ERROR: table locked' }),
         backups: new Map([['keystone', 'ctl-0:/var/lib/stackctl/backups/r1/keystone.sql.gz']]),
@@ -335,7 +336,8 @@ describe('upgrade actions', () => {
     ).catch((e: unknown) => e)) as StackctlError;
     expect(err.code).toBe('E_MIGRATION_FAILED');
     expect(err.message).toContain('offline migration of keystone (keystone-manage db_sync) exited with 1');
-    expect(err.message).toContain('ctl-0/keystone absent');
+    // stopped for the window: which release's image it ran, and the target's
+    expect(err.message).toContain('ctl-0/keystone absent (current release r/keystone:zed-1, target r/keystone:zed-2)');
     expect(err.hint).toContain('ctl-0:/var/lib/stackctl/backups/r1/keystone.sql.gz');
     expect(err.details['log']).toBe('ERROR: table locked');
   });
