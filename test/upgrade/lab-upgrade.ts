@@ -65,8 +65,10 @@ while :; do
   else
     why="token:curl$rc:$(printf '%s\\n' "$hdr" | sed -n 's/^code=//p')"
   fi
-  # who answered a failed try: the first words of its body (HAProxy's own page or the API's error)
-  if [ $ok = fail ] && [ -s /tmp/b ]; then why="$why:$(head -c 160 /tmp/b | tr -c 'A-Za-z0-9.' '_')"; fi
+  # who answered a failed try: the first words of its body, tags left out (HAProxy's own page or the API's error)
+  if [ $ok = fail ] && [ -s /tmp/b ]; then
+    why="$why:$(head -c 2000 /tmp/b | tr '\\n' ' ' | sed 's/<[^>]*>/ /g' | tr -s ' ' | head -c 300 | tr -c 'A-Za-z0-9.' '_')"
+  fi
   echo "$ok $s $(date +%s%3N) $why"
   sleep 0.1
 done
@@ -80,7 +82,7 @@ export interface ProbeResult {
   readonly end: number;
   /**
    * Why a try failed: `token:curl<exit>:http<code>` or `servers:curl<exit>:http<code>` (curl 28: timed
-   * out), then `:<the body's first 160 characters>` when there was one, blanks as `_`.
+   * out), then `:<the body's first 300 characters, HTML tags left out>` when there was one, blanks as `_`.
    */
   readonly why?: string;
 }

@@ -3,10 +3,13 @@
  * four servers booted, then `stackctl upgrade --to zed-update --batch 1` while a probe asks for
  * a Keystone token and Nova's server list through the VIP every 100 ms. The upgrade is killed
  * (SIGKILL) twice and resumed: in the middle of the first DB-migration window, while its
- * migration runs, and in the middle of the first compute batch, while a live migration is under
- * way. The update must leave every OpenStack container on its new tag, the servers ACTIVE, the
- * inventory naming zed-update, no action, batch or migration done twice, and no failed probe
- * outside the declared windows. `npm run test:e2e:upgrade`.
+ * migration runs (after a first run whose migration failed in that window), and in the middle of the first compute batch, while a live migration is under
+ * way. Between the two kills, one resumed run gives the first batch's live migrations a deadline
+ * shorter than they last (the lab's slow fake driver): Nova must abort them, the servers stay
+ * ACTIVE on their source, that compute is not upgraded and the report says so. The update must
+ * leave every OpenStack container on its new tag, the servers ACTIVE, the inventory naming
+ * zed-update, no action, batch or migration done twice, and no failed probe outside the declared
+ * windows. `npm run test:e2e:upgrade`.
  */
 import { execFileSync } from 'node:child_process';
 import { copyFileSync, existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -43,12 +46,46 @@ const PROBE = 'stackctl-upgrade-probe';
 const SERVERS = ['srv-0', 'srv-1', 'srv-2', 'srv-3'];
 const temps: string[] = [];
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** How long a live migration lasts with the lab's slow fake driver (stackctl_lab.SlowLiveMigrateDriver). */
+const MIGRATION_S = 30;
+
+/** One statement in the lab's MariaDB as its administrator; the rows, tab-separated, one per line. */
+async function keystoneSql(statement: string): Promise<string> {
+  const r = await lab
+    .remote('ctl-0')
+    .docker.exec('mariadb', [
+      'mariadb',
+      '--defaults-extra-file=/etc/mysql/mariadb.conf.d/stackctl/client.cnf',
+      '-N',
+      '-e',
+      statement,
+    ]);
+  if (r.code !== 0) throw new Error(`${statement}: ${r.stderr}`);
+  return r.stdout.trim();
+}
+
+/** Rewrite the lab's inventory: `edit` gets its text and returns the new one, which must differ. */
+function editInventory(edit: (text: string) => string): void {
+  const text = readFileSync(lab.inventory, 'utf8');
+  const next = edit(text);
+  if (next === text) throw new Error(`editInventory: nothing changed in ${lab.inventory}`);
+  writeFileSync(lab.inventory, next);
+}
 
 describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', () => {
   let openrc = '';
 
   beforeAll(async () => {
     await lab.up(CLOUD_IMAGES);
+    // Live migrations that last, so that one can outlive its deadline and be aborted.
+    editInventory((t) =>
+      t.replace(
+        '    nova_virt_type: qemu\n',
+        '    nova_virt_type: qemu\n' +
+          '    nova_fake_driver_class: stackctl_lab.SlowLiveMigrateDriver\n' +
+          `    nova_fake_migration_s: ${MIGRATION_S}\n`,
+      ),
+    );
     const s = await buildTargetImages(REGISTRY_PORT);
     process.stderr.write(`zed-update images built and pushed in ${s.toFixed(1)} s\n`);
   }, 3_600_000);
@@ -157,7 +194,7 @@ describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', 
     openstack(openrc, 'flavor delete m1.huge');
   }, 1_800_000);
 
-  it('updates every OpenStack container through two kills, keeps the servers ACTIVE and the APIs answering', async () => {
+  it('updates every OpenStack container through two kills and a timed-out migration, keeps the servers ACTIVE and the APIs answering', async () => {
     // The phases in which the plan itself declares an API down (offline migration windows, a service on one node).
     const plan = await upgradePlan(lab.inventory, ['--to', 'zed-update', '--batch', '1']);
     const declared = plan.declared;
@@ -178,8 +215,43 @@ describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', 
     await sleep(3000); // a few probes before anything moves
     const t0 = Date.now();
 
+    // A migration that fails: Keystone's schema names a revision Keystone does not know (its
+    // alembic_version rows altered; Keystone's APIs never read them), so the window's
+    // `keystone-manage db_sync` fails. The run must stop in that window with Keystone's containers
+    // stopped and its backup taken and named; once the rows are back, --resume runs it again.
+    expect(dbMigration!.service).toBe('keystone');
+    const heads = (await keystoneSql('SELECT version_num FROM keystone.alembic_version ORDER BY 1')).split('\n');
+    expect(heads.length, 'keystone has no alembic heads').toBeGreaterThan(0);
+    await keystoneSql("UPDATE keystone.alembic_version SET version_num = CONCAT('gone', version_num)");
+    const failing = spawnUpgrade(lab.inventory, ['--to', 'zed-update', '--batch', '1']);
+    const failingCode = await failing.exited;
+    const failedOut = failing.out();
+    expect(failingCode, failedOut).toBe(5);
+    expect(failedOut).toMatch(new RegExp(`FAILED ${window!.id} .*E_MIGRATION_FAILED`));
+    expect(failedOut).toMatch(/locate revision/); // alembic's own words, from the migration's log
+    const inWindow = /keystone containers: ([^\n]*)/.exec(failedOut)?.[1] ?? '';
+    // stopped and removed for the window: the report names the release each one ran and the target's
+    expect(inWindow, failedOut).toMatch(
+      /\/keystone absent \(current release \S+\/keystone:zed-1, target \S+\/keystone:zed-2\)/,
+    );
+    expect(inWindow).not.toMatch(/running/);
+    const saved = /The backup taken before it is (\S+?):(\S+)\. /.exec(failedOut);
+    expect(saved, failedOut).not.toBeNull();
+    const gz = await lab.remote(saved![1]!).exec(['gzip', '-t', saved![2]!], { timeoutMs: 60_000 });
+    expect(gz.code, `the backup ${saved![0]} is not a whole gzip file: ${gz.stderr}`).toBe(0);
+    process.stderr.write(
+      `failed migration after ${((Date.now() - t0) / 1000).toFixed(1)} s:\n${failedOut
+        .split('\n')
+        .filter((l) => /E_MIGRATION_FAILED|hint: The backup/.test(l))
+        .join('\n')}\n`,
+    );
+    await keystoneSql('UPDATE keystone.alembic_version SET version_num = SUBSTRING(version_num, 5)');
+    expect((await keystoneSql('SELECT version_num FROM keystone.alembic_version ORDER BY 1')).split('\n')).toEqual(
+      heads,
+    );
+
     // Kill 1: in the DB-migration window, while the migration's container runs if it can be caught.
-    const run1 = spawnUpgrade(lab.inventory, ['--to', 'zed-update', '--batch', '1']);
+    const run1 = spawnUpgrade(lab.inventory, ['--to', 'zed-update', '--resume']);
     let caught = false;
     const migrationDone = (): boolean =>
       parseUpgradeJournal(readFileSync(journalFile, 'utf8')).some(
@@ -204,6 +276,59 @@ describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', 
       `kill 1 in ${window!.id} after ${((Date.now() - t0) / 1000).toFixed(1)} s: ` +
         `${caught ? `while ${oneOff} ran` : 'after its migration ended'}\n`,
     );
+
+    // A live migration that times out: the first batch's migrations get a 3 s deadline and last 30 s.
+    // Nova must abort them: the servers stay ACTIVE on their source, that compute keeps its old
+    // nova_compute, and the run fails saying so.
+    editInventory((t) =>
+      t.replace(
+        '  pull: { concurrency: 1 }\n',
+        '  pull: { concurrency: 1 }\n  evacuation: { timeout_s: 3, poll_s: 1 }\n',
+      ),
+    );
+    const tTimed = Date.now();
+    const timed = spawnUpgrade(lab.inventory, ['--to', 'zed-update', '--resume']);
+    const timedCode = await timed.exited;
+    const timedOut = timed.out();
+    expect(timedCode, timedOut).toBe(5);
+    const firstBatch = plan.phases.find((p) => p.kind === 'batches')!;
+    const batchHosts = [
+      ...new Set(firstBatch.steps.flatMap((st) => st.actions.flatMap((a) => (a.kind === 'swap' ? [a.node] : [])))),
+    ];
+    expect(batchHosts.length, 'the first batch upgrades one compute').toBe(1);
+    const [held] = batchHosts;
+    expect(timedOut).toMatch(/E_EVACUATION_FAILED/);
+    expect(timedOut).toMatch(new RegExp(`not upgraded: ${held}\\b`));
+    expect(timedOut).toMatch(/timeout: still MIGRATING/);
+    expect(timedOut).toMatch(/aborted: ACTIVE on [^,]+, its source/);
+    process.stderr.write(
+      `timed-out run in ${((Date.now() - tTimed) / 1000).toFixed(1)} s:\n${timedOut
+        .split('\n')
+        .filter((l) => /E_EVACUATION_FAILED|not upgraded|failure budget/.test(l))
+        .join('\n')}\n`,
+    );
+    // Nova cancelled what it had started; the servers are ACTIVE where they were; the compute runs
+    // its old nova_compute and is enabled again.
+    await lab.reconnect();
+    const cancelled = os<MigrationRecord[]>(openrc, '--os-compute-api-version 2.59 server migration list').filter(
+      (m) => m.Type === 'live-migration' && Date.parse(m['Created At'].replace(' ', 'T') + 'Z') >= tTimed - 2000,
+    );
+    expect(cancelled.length, 'no live migration was requested').toBeGreaterThan(0);
+    expect(cancelled.map((m) => `${m['Source Compute']} ${m.Status}`)).toEqual(
+      cancelled.map(() => `${held} cancelled`),
+    );
+    const afterTimed = os<Row[]>(openrc, 'server list --all-projects --long');
+    expect(afterTimed.map((r) => `${r.Name} ${r.Status} ${r.Host}`).sort()).toEqual(
+      before.map((r) => `${r.Name} ACTIVE ${r.Host}`).sort(),
+    );
+    const heldCompute = await lab.remote(held!).docker.inspectContainer('nova_compute');
+    expect(heldCompute?.image, `${held}'s nova_compute was replaced`).toMatch(/\/nova-compute:zed-1$/);
+    const heldService = os<{ Binary: string; Host: string; Status: string }[]>(openrc, 'compute service list').find(
+      (r) => r.Binary === 'nova-compute' && r.Host === held,
+    );
+    expect(heldService?.Status).toBe('enabled');
+    editInventory((t) => t.replace('  evacuation: { timeout_s: 3, poll_s: 1 }\n', ''));
+    const tRetry = Date.now();
 
     // Kill 2: in the first compute batch, a few seconds after a live migration was requested.
     const seen = events().length;
@@ -256,7 +381,13 @@ describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', 
     expect([...earlier].sort()).toEqual([...refusedRuns].sort());
     const journal = records.filter((r) => r.run === mainRun);
     const starts = journal.filter((r) => r.type === 'run.start');
-    expect(starts.map((r) => r.type === 'run.start' && r.mode)).toEqual(['new', 'resume', 'resume']);
+    expect(starts.map((r) => r.type === 'run.start' && r.mode)).toEqual([
+      'new',
+      'resume',
+      'resume',
+      'resume',
+      'resume',
+    ]);
     expect(journal.filter((r) => r.type === 'run.end').map((r) => r.type === 'run.end' && r.ok)).toEqual([true]);
     const doneCount = new Map<string, number>();
     for (const r of journal)
@@ -278,7 +409,8 @@ describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', 
       `Nova's live migrations: ${live.map((m) => `${m['Server UUID'].slice(0, 8)} ${m['Source Compute']} ${m.Status}`).join('; ')}\n`,
     );
     expect(live.length).toBeGreaterThan(0);
-    expect(await evacuationFaults(lab, before, migrations, t0)).toEqual([]);
+    // (the timed-out run's migrations were cancelled, as checked above: only those after it count)
+    expect(await evacuationFaults(lab, before, migrations, tRetry)).toEqual([]);
 
     // probes: none failed outside the declared windows (offline migrations: the API is down by design)
     const figures = probeFigures(probes, phaseTimes(lab.inventory, t0), declared);
