@@ -528,6 +528,14 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
 
     it('a node unreachable by SSH fails alone: the others go on within the budget and the summary lists it', async () => {
       const dir = roles();
+      // The tests before recreated some of ctl-0's containers: wait until their health checks pass
+      // again, so that the status below can show ctl-0 in full and healthy.
+      for (const name of ['memcached', 'keystone']) {
+        for (let deadline = Date.now() + 120_000; (await inspect(name))?.state.health === 'starting';) {
+          if (Date.now() > deadline) break;
+          await new Promise((r) => setTimeout(r, 1000));
+        }
+      }
       await power('off');
       try {
         // stackctl status meanwhile: cmp-0 unreachable with the error, ctl-0 still reported in full; exit 5

@@ -52,6 +52,50 @@ async function eventually(seconds: number, check: () => Promise<void>): Promise<
   }
 }
 
+/** A diagnostics section on stderr: its title, then the last 40 lines of `text`. */
+function say(title: string, text: string): void {
+  process.stderr.write(`--- ${title}\n${text.trim().split('\n').slice(-40).join('\n')}\n`);
+}
+
+/**
+ * When a server could not be made: what Nova, Placement and the computes say (the fault, the
+ * hypervisors and resource providers, the cells' host mappings, the computes', conductors' and
+ * schedulers' warnings), on stderr.
+ */
+async function novaDiagnostics(openrc: string): Promise<void> {
+  const tryOs = (args: string): string => {
+    try {
+      return openstack(openrc, args);
+    } catch (err) {
+      return String(err);
+    }
+  };
+  say('servers', tryOs('server list --all-projects --long -c Name -c Status -c Host'));
+  say('fault of ha-0', tryOs('server show ha-0 -c fault -f value'));
+  say('hypervisors', tryOs('hypervisor list'));
+  say('resource providers', tryOs('resource provider list'));
+  say('compute services', tryOs('compute service list'));
+  const logs = async (node: string, container: string): Promise<void> => {
+    const r = await lab
+      .remote(node)
+      .exec(['sh', '-c', `docker logs ${container} 2>&1 | grep -E 'WARNING|ERROR|Traceback' | tail -n 25`], {
+        timeoutMs: 60_000,
+      })
+      .catch((e: unknown) => ({ stdout: String(e) }));
+    say(`${node} ${container}`, r.stdout);
+  };
+  for (const node of ['cmp-0', 'cmp-1']) await logs(node, 'nova_compute');
+  for (const node of CONTROLLERS) {
+    await logs(node, 'nova_conductor');
+    await logs(node, 'nova_scheduler');
+  }
+  const hosts = await lab
+    .remote('ctl-0')
+    .docker.exec('nova_api', ['sh', '-c', 'nova-manage cell_v2 list_hosts 2>&1'])
+    .catch((e: unknown) => ({ stdout: String(e) }));
+  say('cell host mappings', hosts.stdout);
+}
+
 /** Galera status variables of one node, through its own client.cnf. */
 async function galera(node: Remote): Promise<Record<string, string>> {
   const r = await node.docker.exec('mariadb', [
@@ -80,6 +124,35 @@ async function rabbitStatus(
   });
   expect(r.code, r.stderr).toBe(0);
   return JSON.parse(r.stdout) as { running_nodes: string[]; disk_nodes: string[]; cluster_name: string };
+}
+
+/**
+ * When a deploy failed: who holds the VIP, whether each controller reaches Keystone through it
+ * and directly, its neighbour entry for the VIP, and keepalived's and HAProxy's last lines, on stderr.
+ */
+async function vipDiagnostics(): Promise<void> {
+  for (const n of CONTROLLERS) {
+    const node = lab.remote(n);
+    const sh = async (script: string): Promise<string> => {
+      const r = await node.exec(['sh', '-c', script], { timeoutMs: 60_000 }).catch((e: unknown) => ({
+        stdout: String(e),
+        stderr: '',
+      }));
+      return r.stdout + r.stderr;
+    };
+    say(`${n} addresses`, await sh('ip -o -4 addr show | grep -v " lo "'));
+    say(
+      `${n} Keystone through the VIP and directly`,
+      await sh(
+        `curl -s -o /dev/null -m 5 -w 'vip %{http_code} connect %{time_connect}s\n' http://${VIP}:5000/v3; ` +
+          `ip -4 neigh show ${VIP}; ` +
+          `for a in $(ip -o -4 addr show | awk '{print $4}' | cut -d/ -f1 | grep '^${lab.prefix}.20.'); do ` +
+          `curl -s -o /dev/null -m 5 -w "$a %{http_code}\n" http://$a:5000/v3; done`,
+      ),
+    );
+    say(`${n} keepalived`, await sh('docker logs --tail 15 keepalived 2>&1'));
+    say(`${n} haproxy`, await sh('docker logs --tail 15 haproxy 2>&1'));
+  }
 }
 
 /** The controller that holds the internal_api VIP (the keepalived master), if any. */
@@ -297,6 +370,7 @@ describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () =
     const t0 = Date.now();
     const { report, text } = await lab.deploy();
     timings.push(['deploy of the compute tier on top', seconds(t0)]);
+    if (!report?.ok) await vipDiagnostics();
     expect(report?.ok, text).toBe(true);
     // Memory per node: the sum of its service containers' usage, as its own Docker reports it.
     for (const node of lab.nodes()) {
@@ -336,12 +410,17 @@ describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () =
 
       const t1 = Date.now();
       const servers: Server[] = [];
-      for (let i = 0; i < 4; i++)
-        servers.push(
-          os<Server>(
-            `--os-compute-api-version 2.37 server create --flavor m1.tiny --image lab-tiny --nic none --wait ha-${i}`,
-          ),
-        );
+      try {
+        for (let i = 0; i < 4; i++)
+          servers.push(
+            os<Server>(
+              `--os-compute-api-version 2.37 server create --flavor m1.tiny --image lab-tiny --nic none --wait ha-${i}`,
+            ),
+          );
+      } catch (err) {
+        await novaDiagnostics(openrc);
+        throw err;
+      }
       timings.push(['4 servers created, ACTIVE (one after the other)', seconds(t1)]);
       expect(servers.map((x) => x.status)).toEqual(['ACTIVE', 'ACTIVE', 'ACTIVE', 'ACTIVE']);
       const hosts = servers.map((x) => x['OS-EXT-SRV-ATTR:host']);
