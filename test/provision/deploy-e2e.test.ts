@@ -283,6 +283,26 @@ describe('provisioning of PXE-booted VMs', () => {
     return consoles.text(node).split('\n').slice(-lines).join('\n');
   }
 
+  /**
+   * What a node that never reported went through: the boot services' trail for its MAC, its power
+   * state, QEMU's own stderr and the console's last lines (a CI log keeps only the message).
+   */
+  async function whyNoBoot(v: Vm): Promise<string> {
+    const vm = vms.get(v.node)!;
+    const power = await vm.powerState().catch((e: unknown) => `unknown (${String(e)})`);
+    let stderr = '';
+    try {
+      stderr = readFileSync(join(vm.runDir, QEMU_FILES.stderr), 'utf8').trim();
+    } catch {
+      stderr = '(none)';
+    }
+    return (
+      `boot services for ${v.mac}: ${bootTrailFrom(dnsmasq!.paths.log, server!)(target(v))}\n` +
+      `power: ${power}; QEMU stderr: ${stderr || '(empty)'}\n` +
+      `console:\n${consoleOf(v.node) || '(empty)'}`
+    );
+  }
+
   it('inspects both nodes', async () => {
     const deps: InspectDeps = {
       nodes,
@@ -298,7 +318,7 @@ describe('provisioning of PXE-booted VMs', () => {
         startInspection(deps, v.node, 'test');
         for (;;) {
           const step = await reconcileInspection(deps, v.node);
-          if (step.error) throw new Error(`${step.error.message}\n${consoleOf(v.node)}`);
+          if (step.error) throw new Error(`${step.error.message}\n${await whyNoBoot(v)}`);
           if (!step.dirty) return;
           await sleep(step.requeueAfterMs ?? 500);
         }
