@@ -54,7 +54,7 @@ describe("the lab's slow-migrating fake driver", () => {
       'release: zed, settings: { nova_compute_driver: fake.FakeDriver, nova_fake_migration_s: 2, ' +
         'nova_fake_driver_class: stackctl_lab.SlowLiveMigrateDriver } }',
     );
-    const { rendered } = planFor(text);
+    const { rendered } = planFromText(text);
     expect(rendered.get('cmp-0')!.get('/etc/stackctl/nova-compute/nova.conf')).toContain(
       'compute_driver = stackctl_lab.SlowLiveMigrateDriver',
     );
@@ -96,5 +96,3 @@ describe("the lab's slow-migrating fake driver", () => {
     expect(rows.forced!.secs).toBeLessThan(1.5);
   });
 });
-
-const planFor = planFromText;
