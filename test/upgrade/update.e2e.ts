@@ -3,10 +3,11 @@
  * four servers booted, then `stackctl upgrade --to zed-update --batch 1` while a probe asks for
  * a Keystone token and Nova's server list through the VIP every 100 ms. The upgrade is killed
  * (SIGKILL) twice and resumed: in the middle of the first DB-migration window, while its
- * migration runs (after a first run whose migration failed in that window), and in the middle of the first compute batch, while a live migration is under
- * way. Between the two kills, one resumed run gives the first batch's live migrations a deadline
- * shorter than they last (the lab's slow fake driver): Nova must abort them, the servers stay
- * ACTIVE on their source, that compute is not upgraded and the report says so. The update must
+ * migration runs (after a first run whose migration failed in that window), and in the middle
+ * of the first compute batch, while a live migration is under way. Between the two kills, one
+ * resumed run gives the first batch's live migrations a deadline shorter than they last (the
+ * lab's slow fake driver): Nova must abort them, the servers stay ACTIVE on their source, that
+ * compute is not upgraded and the report says so. The update must
  * leave every OpenStack container on its new tag, the servers ACTIVE, the inventory naming
  * zed-update, no action, batch or migration done twice, and no failed probe outside the declared
  * windows. `npm run test:e2e:upgrade`.
@@ -18,6 +19,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadAll } from '../../src/cli/context.js';
 import { runUpgrade } from '../../src/cli/upgrade.js';
 import { defaultReleasesDir } from '../../src/core/paths.js';
+import { DATABASE_SERVER } from '../../src/orchestrator/executor.js';
 import { LABEL } from '../../src/orchestrator/state.js';
 import { parseUpgradeJournal, upgradeJournalFileFor } from '../../src/upgrade/journal.js';
 import type { UpgradeAction } from '../../src/upgrade/model.js';
@@ -51,15 +53,10 @@ const MIGRATION_S = 30;
 
 /** One statement in the lab's MariaDB as its administrator; the rows, tab-separated, one per line. */
 async function keystoneSql(statement: string): Promise<string> {
+  const { container, client, clientConfig } = DATABASE_SERVER;
   const r = await lab
     .remote('ctl-0')
-    .docker.exec('mariadb', [
-      'mariadb',
-      '--defaults-extra-file=/etc/mysql/mariadb.conf.d/stackctl/client.cnf',
-      '-N',
-      '-e',
-      statement,
-    ]);
+    .docker.exec(container, [client, `--defaults-extra-file=${clientConfig}`, '-N', '-e', statement]);
   if (r.code !== 0) throw new Error(`${statement}: ${r.stderr}`);
   return r.stdout.trim();
 }

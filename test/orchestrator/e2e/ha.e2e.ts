@@ -57,6 +57,15 @@ function say(title: string, text: string): void {
   process.stderr.write(`--- ${title}\n${text.trim().split('\n').slice(-40).join('\n')}\n`);
 }
 
+/** A shell script on a lab node for a diagnostic: its stdout and stderr, or the error that stopped it. */
+async function nodeShell(node: string, script: string): Promise<string> {
+  const r = await lab
+    .remote(node)
+    .exec(['sh', '-c', script], { timeoutMs: 60_000 })
+    .catch((e: unknown) => ({ stdout: String(e), stderr: '' }));
+  return r.stdout + r.stderr;
+}
+
 /**
  * When a server could not be made: what Nova, Placement and the computes say (the fault, the
  * hypervisors and resource providers, the cells' host mappings, the computes', conductors' and
@@ -75,15 +84,11 @@ async function novaDiagnostics(openrc: string): Promise<void> {
   say('hypervisors', tryOs('hypervisor list'));
   say('resource providers', tryOs('resource provider list'));
   say('compute services', tryOs('compute service list'));
-  const logs = async (node: string, container: string): Promise<void> => {
-    const r = await lab
-      .remote(node)
-      .exec(['sh', '-c', `docker logs ${container} 2>&1 | grep -E 'WARNING|ERROR|Traceback' | tail -n 25`], {
-        timeoutMs: 60_000,
-      })
-      .catch((e: unknown) => ({ stdout: String(e) }));
-    say(`${node} ${container}`, r.stdout);
-  };
+  const logs = async (node: string, container: string): Promise<void> =>
+    say(
+      `${node} ${container}`,
+      await nodeShell(node, `docker logs ${container} 2>&1 | grep -E 'WARNING|ERROR|Traceback' | tail -n 25`),
+    );
   for (const node of ['cmp-0', 'cmp-1']) await logs(node, 'nova_compute');
   for (const node of CONTROLLERS) {
     await logs(node, 'nova_conductor');
@@ -132,14 +137,7 @@ async function rabbitStatus(
  */
 async function vipDiagnostics(): Promise<void> {
   for (const n of CONTROLLERS) {
-    const node = lab.remote(n);
-    const sh = async (script: string): Promise<string> => {
-      const r = await node.exec(['sh', '-c', script], { timeoutMs: 60_000 }).catch((e: unknown) => ({
-        stdout: String(e),
-        stderr: '',
-      }));
-      return r.stdout + r.stderr;
-    };
+    const sh = (script: string): Promise<string> => nodeShell(n, script);
     say(`${n} addresses`, await sh('ip -o -4 addr show | grep -v " lo "'));
     say(
       `${n} Keystone through the VIP and directly`,
