@@ -110,7 +110,7 @@ export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps
       : async (tasks, n) => runWithProgress(tasks, n, false);
     const report = await executeDeploy(
       deployPlan,
-      { connect, rendered, journal, emit, runner, secret },
+      { connect, rendered, journal, emit, runner, secret, inventoryFile: o.inventory },
       { concurrency, failureBudgetPercent: budget },
     );
     if (o.json) deps.write(JSON.stringify({ kind: 'deploy.report', ...report }) + '\n');

@@ -20,6 +20,7 @@ import type { Secret } from '../core/secret.js';
 import type { ContainerEngine, ExecOptions, ExecResult, RemoteCommand } from '../remote/index.js';
 import type { UploadOptions, UploadSource } from '../remote/index.js';
 import { logTail as containerLogTail, waitHealthy as waitContainerHealthy } from './health.js';
+import { deployGuard, guardLog } from '../recover/guard.js';
 import { hostSummary, prepareHost, type HostChange } from './host.js';
 import { identityHash, runIdentityWork } from './identity.js';
 import { EffectKind, effectKey, type Effect, type JournalSink } from './journal.js';
@@ -103,6 +104,8 @@ export interface ExecutorDeps {
   readonly runner?: StepRunner;
   readonly now?: () => number;
   readonly sleep?: (ms: number) => Promise<void>;
+  /** The inventory as the operator named it, for command lines in hints (`stackctl recover galera -i ...`). */
+  readonly inventoryFile?: string;
 }
 
 /** Options of a deploy. */
@@ -253,6 +256,16 @@ export async function executeDeploy(
   const concurrency = opts.concurrency ?? EXECUTOR_DEFAULTS.concurrency;
   const budget = opts.failureBudgetPercent ?? EXECUTOR_DEFAULTS.failureBudgetPercent;
   const { journal, emit } = deps;
+  // BEGIN deploy guard (src/recover/guard.ts): unchanged containers must be up; Galera's cluster-wide checks.
+  const guard = deployGuard(plan, {
+    connect: deps.connect,
+    now,
+    sleep,
+    emit,
+    run: journal.run,
+    ...(deps.inventoryFile ? { inventoryFile: deps.inventoryFile } : {}),
+  });
+  // END deploy guard
   const t0 = now();
   const failures: Failure[] = [];
   const steps: DeployReport['steps'] = [];
@@ -468,8 +481,17 @@ export async function executeDeploy(
     const where = (what: string) => ({ step: st.step, node: nw.node, path: `step ${st.step}/${nw.node}/${what}` });
     const w = c.work;
     if (c.action === ContainerAction.UNCHANGED) {
+      // BEGIN deploy guard: an unchanged container that is down fails the run, with the service's own diagnosis
+      let made: number;
+      try {
+        made = await guard.unchanged(access, w);
+      } catch (err) {
+        throw new ClassifiedFailure(failureOf(err, where(`${w.name}/health`), FailureClass.HARD, guardLog(err)));
+      }
+      changes += made;
+      // END deploy guard
       change(st.step, nw.node, 'container', w.name, 'unchanged');
-      return 0;
+      return made;
     }
     const gate = w.after ? gates.get(`${w.after}/${w.name}`) : undefined;
     if (gate) {
@@ -518,6 +540,13 @@ export async function executeDeploy(
         ),
       );
     }
+    // BEGIN deploy guard: what a start needs beyond Docker (Galera: a founding permit, a cluster restart)
+    try {
+      changes += await guard.started(access, w);
+    } catch (err) {
+      throw new ClassifiedFailure(failureOf(err, where(`${w.name}/start`), FailureClass.HARD, guardLog(err)));
+    }
+    // END deploy guard
     try {
       await waitHealthy(access, w);
     } catch (err) {

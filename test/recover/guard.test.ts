@@ -1,0 +1,186 @@
+/**
+ * The deploy guard against fake nodes: an unchanged container that is down fails the run with its
+ * log; Galera's first deploy founds through the permit only once every member was read and none
+ * holds data; an unreadable member stops it; a member joining a running cluster needs nothing.
+ */
+import { describe, expect, it } from 'vitest';
+import { StackctlError } from '../../src/core/errors.js';
+import { generateInventoryYaml } from '../../src/inventory/generate.js';
+import { planDeploy, type ContainerWork } from '../../src/orchestrator/planner.js';
+import { deployGuard, galeraCluster } from '../../src/recover/guard.js';
+import { GALERA, SERVER_QUERY, type GaleraAccess } from '../../src/recover/members.js';
+import type { ContainerEngine, ContainerInfo, ExecResult } from '../../src/remote/index.js';
+import { catalog, planFromText } from '../helpers/plan.js';
+
+const three = planDeploy(planFromText(generateInventoryYaml({ controllers: 3, computes: 1 })).plan, catalog);
+const one = planDeploy(planFromText(generateInventoryYaml({ controllers: 1, computes: 1 })).plan, catalog);
+const work = (node: string, name: string): ContainerWork =>
+  three.steps
+    .flatMap((s) => s.nodes.filter((n) => n.node === node).flatMap((n) => n.containers))
+    .find((c) => c.name === name)!;
+
+/** A container as Docker inspects it. */
+function info(name: string, state: Partial<ContainerInfo['state']>, restartCount = 0): ContainerInfo {
+  return {
+    id: name,
+    name,
+    image: 'img',
+    imageId: 'sha256:0',
+    labels: {},
+    state: { status: 'running', running: true, exitCode: 0, startedAt: '', finishedAt: '', oomKilled: false, ...state },
+    restartCount,
+  };
+}
+
+/** One fake node: its containers, their logs, answers to execs in them, and its volume report. */
+interface FakeNode {
+  containers: Map<string, ContainerInfo>;
+  logs: Map<string, string>;
+  answer: (container: string, argv: readonly string[]) => ExecResult;
+  volume: string;
+  execs: { container: string; argv: readonly string[] }[];
+}
+function node(over: Partial<FakeNode> = {}): FakeNode {
+  return {
+    containers: new Map(),
+    logs: new Map(),
+    answer: () => ({ code: 1, stdout: '', stderr: 'ERROR 2002: Can not connect' }),
+    volume: 'volume: absent\n',
+    execs: [],
+    ...over,
+  };
+}
+function access(name: string, n: FakeNode): GaleraAccess {
+  const docker: Partial<ContainerEngine> = {
+    inspectContainer: async (ref) => n.containers.get(ref),
+    exec: async (container, argv) => {
+      n.execs.push({ container, argv });
+      return n.answer(container, argv);
+    },
+    logs: async (ref) => ({ stdout: n.logs.get(ref) ?? '', stderr: '' }),
+  };
+  return {
+    node: name,
+    exec: async () => ({ code: 0, stdout: n.volume, stderr: '' }),
+    docker: docker as ContainerEngine,
+  };
+}
+function guardFor(nodes: Record<string, FakeNode | 'unreachable'>) {
+  let t = 0;
+  return deployGuard(three, {
+    connect: (name) => {
+      const n = nodes[name];
+      if (!n) throw new Error(`no fake node ${name}`);
+      if (n === 'unreachable')
+        throw new StackctlError('E_SSH_CONNECT_TIMEOUT', `${name} (root@192.0.2.9): no SSH session within 10000 ms`);
+      return access(name, n);
+    },
+    now: () => t,
+    sleep: async (ms) => void (t += ms),
+    run: 'r1',
+    inventoryFile: 'site.yaml',
+  });
+}
+async function errorOf(p: Promise<unknown>): Promise<StackctlError> {
+  try {
+    await p;
+  } catch (e) {
+    if (e instanceof StackctlError) return e;
+    throw e;
+  }
+  throw new Error('no error');
+}
+
+describe('galeraCluster', () => {
+  it('three controllers: three members, the bootstrap node the others wait for; one: no cluster (wsrep off)', () => {
+    const c = galeraCluster(three)!;
+    expect([c.members.map((m) => m.node), c.bootstrapNode]).toEqual([['ctl-0', 'ctl-1', 'ctl-2'], 'ctl-0']);
+    expect(galeraCluster(one)).toBeUndefined();
+  });
+});
+
+describe('deployGuard: unchanged containers', () => {
+  it('healthy by Docker: nothing asked', async () => {
+    const n = node({ containers: new Map([['memcached', info('memcached', { health: 'healthy' })]]) });
+    expect(await guardFor({ 'ctl-0': n }).unchanged(access('ctl-0', n), work('ctl-0', 'memcached'))).toBe(0);
+    expect(n.execs).toEqual([]);
+  });
+
+  it('restarting: the run fails, naming the exit code, the restarts, and carrying the log', async () => {
+    const n = node({
+      containers: new Map([['memcached', info('memcached', { status: 'restarting', exitCode: 71 }, 4)]]),
+      logs: new Map([['memcached', 'failed to listen on TCP port 11211: Address already in use\n']]),
+    });
+    const e = await errorOf(guardFor({ 'ctl-0': n }).unchanged(access('ctl-0', n), work('ctl-0', 'memcached')));
+    expect([e.code, e.message]).toEqual([
+      'E_CONTAINER_DOWN',
+      'ctl-0: container memcached (memcached) is restarting (exit code 71, 4 restart(s)): the service is down',
+    ]);
+    expect(e.details.log).toContain('Address already in use');
+  });
+
+  it('unhealthy, and its healthcheck run once fails too: the run fails', async () => {
+    const n = node({ containers: new Map([['keystone', info('keystone', { health: 'unhealthy' })]]) });
+    const e = await errorOf(guardFor({ 'ctl-0': n }).unchanged(access('ctl-0', n), work('ctl-0', 'keystone')));
+    expect(e.code).toBe('E_CONTAINER_DOWN');
+    expect(e.message).toMatch(/keystone \(keystone\) is unhealthy/);
+    expect(n.execs.map((x) => x.argv)).toEqual([work('ctl-0', 'keystone').definition.healthcheck!.test]);
+  });
+
+  it('unhealthy by Docker but its healthcheck passes now: up', async () => {
+    const n = node({
+      containers: new Map([['keystone', info('keystone', { health: 'unhealthy' })]]),
+      answer: () => ({ code: 0, stdout: '', stderr: '' }),
+    });
+    expect(await guardFor({ 'ctl-0': n }).unchanged(access('ctl-0', n), work('ctl-0', 'keystone'))).toBe(0);
+  });
+});
+
+describe('deployGuard: Galera', () => {
+  const waiting = () =>
+    node({
+      containers: new Map([[GALERA.container, info(GALERA.container, { health: 'starting' })]]),
+      logs: new Map([[GALERA.container, 'galera: waiting: no cluster state in /var/lib/mysql and no peer answers\n']]),
+      volume: 'volume: present\nschema: mysql\nschema: performance_schema\nschema: sys\n',
+      answer: (_c, argv) =>
+        argv[0] === 'sh' ? { code: 0, stdout: '', stderr: '' } : { code: 1, stdout: '', stderr: 'ERROR 2002' },
+    });
+
+  it('a first deploy: every member read, none holds data: the bootstrap node gets its founding permit', async () => {
+    const ctl0 = waiting();
+    const g = guardFor({ 'ctl-0': ctl0, 'ctl-1': node(), 'ctl-2': node() });
+    expect(await g.started(access('ctl-0', ctl0), work('ctl-0', GALERA.container))).toBe(1);
+    const permit = ctl0.execs.filter((x) => x.argv[0] === 'sh');
+    expect(permit).toHaveLength(1);
+    expect(permit[0]!.argv.slice(-2)).toEqual([
+      GALERA.permit,
+      'deploy run r1: no member holds data (ctl-0, ctl-1, ctl-2 read)',
+    ]);
+  });
+
+  it('the bootstrap node wiped while the others cannot be read: refused, no permit, the recover command in the hint', async () => {
+    const ctl0 = waiting();
+    const g = guardFor({ 'ctl-0': ctl0, 'ctl-1': 'unreachable', 'ctl-2': 'unreachable' });
+    const e = await errorOf(g.started(access('ctl-0', ctl0), work('ctl-0', GALERA.container)));
+    expect(e.code).toBe('E_GALERA_MEMBER_UNREACHABLE');
+    expect(e.message).toMatch(/ctl-1, ctl-2 could not be read/);
+    expect(e.message).toMatch(/^ {2}ctl-0: running, server not answering; .*no data; log: galera: waiting/m);
+    expect(e.hint).toContain("'stackctl recover galera -i site.yaml --without ctl-1,ctl-2'");
+    expect(ctl0.execs.filter((x) => x.argv[0] === 'sh')).toEqual([]);
+  });
+
+  it('a member started while a primary component runs: nothing to do, it joins by itself', async () => {
+    const primary = node({
+      containers: new Map([[GALERA.container, info(GALERA.container, { health: 'healthy' })]]),
+      volume: 'volume: present\ngrastate: uuid: a9fd4cf2-e8e3-11f1-a695-defe4cd7f62f\ngrastate: seqno: -1\n',
+      answer: (_c, argv) =>
+        argv.includes(SERVER_QUERY)
+          ? { code: 0, stdout: 'wsrep_cluster_status\tPrimary\nwsrep_local_state_comment\tSynced\n', stderr: '' }
+          : { code: 1, stdout: '', stderr: '' },
+    });
+    const ctl1 = waiting();
+    const g = guardFor({ 'ctl-0': primary, 'ctl-1': ctl1, 'ctl-2': node() });
+    expect(await g.started(access('ctl-1', ctl1), work('ctl-1', GALERA.container))).toBe(0);
+    expect(ctl1.execs.filter((x) => x.argv[0] === 'sh')).toEqual([]);
+  });
+});
