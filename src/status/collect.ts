@@ -12,7 +12,9 @@ import type { ConfigWork, ContainerWork, DeployPlan } from '../orchestrator/plan
 import type { ContainerEngine, ExecOptions, ExecResult, RemoteCommand } from '../remote/index.js';
 import type { Plan } from '../roles/plan.js';
 import { configDrift, configFindings, containerFindings, containerStatus } from './containers.js';
-import { GALERA_QUERY, evaluateGalera, galeraMember } from './galera.js';
+import { GALERA_QUERY, evaluateGalera, galeraMember, outageFinding } from './galera.js';
+import { knownPosition, readMember, type MemberState } from '../recover/members.js';
+import { runningState } from '../recover/format.js';
 import {
   ContainerState,
   STATUS_FORMAT_VERSION,
@@ -20,6 +22,7 @@ import {
   ViewState,
   type ErrorInfo,
   type Finding,
+  type GaleraDiagnosis,
   type GaleraMember,
   type NodeStatus,
   type OpenStackView,
@@ -126,6 +129,22 @@ const tail = (s: string, n = 300): string => {
   const t = s.trim();
   return t.length > n ? '…' + t.slice(-n) : t;
 };
+
+/** A member read by `recover galera`'s reader, as the status report carries it. */
+function galeraDiagnosis(s: MemberState): GaleraDiagnosis {
+  const g = s.disk?.grastate;
+  const p = knownPosition(s);
+  return {
+    running: runningState(s),
+    ...(g?.uuid !== undefined ? { uuid: g.uuid } : {}),
+    ...(g?.seqno !== undefined ? { seqno: g.seqno } : {}),
+    ...(g?.safeToBootstrap !== undefined ? { safeToBootstrap: g.safeToBootstrap } : {}),
+    ...(p ? { position: `${p.seqno} (${p.source})` } : {}),
+    gvwstate: s.disk?.gvwstate ?? false,
+    data: s.data,
+    log: s.log.slice(-4),
+  };
+}
 
 /** Collect everything; never throws for a node's failure (it is a finding). */
 export async function collectStatus(
@@ -236,7 +255,23 @@ export async function collectStatus(
     }),
     openStackView(),
   ]);
-  const galera = evaluateGalera(galeraNodes.length, galeraMembers);
+  // BEGIN Galera diagnosis: a cluster that is not healthy is explained by its members' disks and logs.
+  const diagnosed =
+    galeraNodes.length > 1 && evaluateGalera(galeraNodes.length, galeraMembers).view.state !== ViewState.OK
+      ? await mapLimit(galeraMembers, concurrency, async (m): Promise<GaleraMember> => {
+          const w = work.get(m.node)?.containers.find((c) => c.name === DATABASE_SERVER.container);
+          if (!w || !byName.get(m.node)?.reachable || (m.localState === 'Synced' && m.clusterStatus === 'Primary'))
+            return m;
+          const s = await withDeadline(readMember(accessOf(m.node), w), timeoutMs, `${m.node}: Galera disk`).catch(
+            () => undefined,
+          );
+          return s && s.error === undefined ? { ...m, diagnosis: galeraDiagnosis(s) } : m;
+        })
+      : galeraMembers;
+  const galera = evaluateGalera(galeraNodes.length, diagnosed);
+  const outage = outageFinding(galeraNodes.length, diagnosed);
+  if (outage) galera.findings.push(outage);
+  // END Galera diagnosis
   const rabbit = evaluateRabbit(rabbitNodes.length, rabbitMembers);
 
   async function openStackView(): Promise<{ view: OpenStackView; findings: Finding[] }> {
