@@ -261,18 +261,23 @@ export async function recoverGalera(
   const none = new Map<string, KnownPosition | undefined>();
 
   if (a.kind === 'primary') {
-    const startable = a.down.filter((n) => {
+    const unread = a.down.filter((n) => members.find((m) => m.node === n)!.error !== undefined);
+    const down = a.down.filter((n) => !unread.includes(n));
+    const startable = down.filter((n) => {
       const s = members.find((m) => m.node === n)!.container.status;
       return s === 'exited' || s === 'created';
     });
-    const summary = startable.length
-      ? `a primary component runs on ${a.primary.join(', ')}: start ${startable.join(', ')} (they join it)`
-      : a.down.length
-        ? `a primary component runs on ${a.primary.join(', ')}; ${a.down.join(', ')} not yet Synced`
-        : `every member is Primary and Synced (${a.primary.join(', ')}): nothing to recover`;
+    const unreadText = unread.length ? `; ${unread.join(', ')} could not be read (they join once back)` : '';
+    const summary =
+      (startable.length
+        ? `a primary component runs on ${a.primary.join(', ')}: start ${startable.join(', ')} (they join it)`
+        : down.length
+          ? `a primary component runs on ${a.primary.join(', ')}; ${down.join(', ')} not yet Synced`
+          : `a primary component runs on ${a.primary.join(', ')}, every member Synced: nothing to recover`) +
+      unreadText;
     if (opts.dryRun) return { members, positions: none, assessment: a, summary, changed: false };
     for (const n of startable) await startMember(cluster, n, deps);
-    for (const n of a.down) await waitSynced(cluster, n, deps);
+    for (const n of down) await waitSynced(cluster, n, deps);
     return { members, positions: none, assessment: a, summary, changed: startable.length > 0 };
   }
 
@@ -314,7 +319,11 @@ export async function recoverGalera(
   });
   members = await readMembers(cluster, deps); // grastate.dat after the clean shutdowns
   const after = assess(input(members));
-  if (after.kind !== 'recover') throw new Error(`the cluster changed while it was stopped: ${after.kind}`);
+  if (after.kind !== 'recover') {
+    throw new RemoteError('E_GALERA_CHANGED', `the Galera members changed while they were stopped (${after.kind})`, {
+      hint: `Run '${opts.recoverCommand} --dry-run' to see where they stand now.`,
+    });
+  }
   const positions = await readPositions(cluster, members, after.holders, deps, false);
   const choice = choose(input(members), positions);
   const summary = describeChoice(choice);
