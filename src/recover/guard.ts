@@ -88,17 +88,21 @@ export function deployGuard(plan: DeployPlan, deps: GuardDeps): DeployGuard {
     queue = p.catch(() => undefined);
     return p;
   };
-  const say = (node: string, detail: string): void =>
+  /** A line of the recovery as a deploy event, on the member it is about (`ctl-1: starting mariadb`). */
+  const say = (node: string, line: string): void => {
+    const m = /^(\S+): (.*)$/.exec(line);
+    const about = m && cluster?.members.some((w) => w.node === m[1]) ? m : undefined;
     deps.emit?.({
       kind: 'deploy.change',
       step: cluster?.members[0]?.step ?? 0,
-      node,
+      node: about ? about[1]! : node,
       object: 'cluster',
       name: 'galera',
       action: 'recovery',
-      detail,
+      detail: about ? about[2]! : line,
       ms: 0,
     });
+  };
   const isMember = (w: ContainerWork): boolean =>
     cluster !== undefined && w.name === GALERA.container && cluster.members.some((m) => m.node === w.node);
 

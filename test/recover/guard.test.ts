@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { StackctlError } from '../../src/core/errors.js';
+import { formatEvent, type StackctlEvent } from '../../src/core/events.js';
 import { generateInventoryYaml } from '../../src/inventory/generate.js';
 import { planDeploy, type ContainerWork } from '../../src/orchestrator/planner.js';
 import { deployGuard, galeraCluster } from '../../src/recover/guard.js';
@@ -65,9 +66,10 @@ function access(name: string, n: FakeNode): GaleraAccess {
     docker: docker as ContainerEngine,
   };
 }
-function guardFor(nodes: Record<string, FakeNode | 'unreachable'>) {
+function guardFor(nodes: Record<string, FakeNode | 'unreachable'>, events: StackctlEvent[] = []) {
   let t = 0;
   return deployGuard(three, {
+    emit: (e) => void events.push(e),
     connect: (name) => {
       const n = nodes[name];
       if (!n) throw new Error(`no fake node ${name}`);
@@ -148,8 +150,12 @@ describe('deployGuard: Galera', () => {
 
   it('a first deploy: every member read, none holds data: the bootstrap node gets its founding permit', async () => {
     const ctl0 = waiting();
-    const g = guardFor({ 'ctl-0': ctl0, 'ctl-1': node(), 'ctl-2': node() });
+    const events: StackctlEvent[] = [];
+    const g = guardFor({ 'ctl-0': ctl0, 'ctl-1': node(), 'ctl-2': node() }, events);
     expect(await g.started(access('ctl-0', ctl0), work('ctl-0', GALERA.container))).toBe(1);
+    expect(events.map(formatEvent)).toEqual([
+      'step 2 ctl-0: cluster galera recovery (no member holds data: founding permit handed to mariadb)',
+    ]);
     const permit = ctl0.execs.filter((x) => x.argv[0] === 'sh');
     expect(permit).toHaveLength(1);
     expect(permit[0]!.argv.slice(-2)).toEqual([

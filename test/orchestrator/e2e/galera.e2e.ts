@@ -5,8 +5,9 @@
  * (a) every controller killed (SIGKILL of its node container) and started again in random order:
  *     the deploy finds the cluster back (Galera's pc.recovery) or restarts it from the most advanced
  *     member; 3 members Synced, the cluster UUID unchanged;
- * (b) two controllers come back, the third stays down: `recover galera` refuses until told to go on
- *     without it, then the two form a primary component with the data;
+ * (b) two controllers come back, the third stays down: a deploy fails on them with the cluster's
+ *     diagnosis and the recover command, `status` shows it, `recover galera` refuses until told to go
+ *     on without the third, then the two form a primary component with the data;
  * (c) the bootstrap node's data removed while the others are down: deploy and `recover galera`
  *     refuse, nothing is founded anywhere; once the others are back, a deploy restarts the cluster
  *     from them and the wiped node joins by state transfer.
@@ -298,6 +299,21 @@ describe('outages on 3 controllers: HAProxy on the VIP holder, Galera after a fu
       const [lost, ...back] = shuffle(CONTROLLERS) as [string, string, string];
       await startNodes(shuffle(back));
       await sleep(10_000); // their servers try to restore the old primary component, which needs the third
+      // A deploy that leaves their servers unchanged does not call this converged: it fails on both,
+      // with every member's state and the exact command to run.
+      const d = await lab.deploy({ services: 'mariadb', failureBudget: '34' });
+      process.exitCode = undefined;
+      expect(d.report?.ok, d.text).toBe(false);
+      for (const n of back) {
+        const f = d.report!.failures.find((x) => x.node === n);
+        expect(f, d.text).toMatchObject({ code: 'E_GALERA_MEMBER_UNREACHABLE', path: `step 2/${n}/mariadb/health` });
+        expect(f!.hint).toContain(`stackctl recover galera -i ${lab.inventory} --without ${lost}`);
+        expect(f!.message).toMatch(new RegExp(`^ {2}${n}: .*grastate uuid ${uuid}`, 'm'));
+      }
+      // status explains it the same way
+      const st = await runCli('status', '-i', lab.inventory, '--services', 'mariadb');
+      expect(st.stdout).toContain('no member runs a primary component');
+      expect(st.stdout).toMatch(new RegExp(`grastate uuid ${uuid}, seqno -1`));
       const refused = await runCli('recover', 'galera', '-i', lab.inventory);
       expect(refused.code, refused.stdout + refused.stderr).toBe(5);
       expect(refused.stderr).toMatch(new RegExp(`error E_GALERA_MEMBER_UNREACHABLE: .*${lost} could not be read`));
