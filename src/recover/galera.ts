@@ -187,7 +187,7 @@ export async function grantFounding(
   for (;;) {
     const info = await access.docker.inspectContainer(w.name);
     const l = info?.state.running ? await access.docker.logs(w.name, { tail: 50 }) : undefined;
-    if (l && (l.stdout + l.stderr).includes(GALERA.waitingLine)) break;
+    if (l && GALERA.waitingLine.test(l.stdout + l.stderr)) break;
     if (deps.now() > deadline) {
       throw new TimeoutError(
         'E_GALERA_NOT_WAITING',

@@ -37,8 +37,8 @@ export const GALERA = {
   recoverArgument: 'recover',
   /** The founding permit start.sh waits for on an empty datadir (removed at every start). */
   permit: '/run/mysqld/stackctl-found-cluster',
-  /** The line start.sh logs when it waits for a peer or a permit. */
-  waitingLine: 'galera: waiting:',
+  /** The lines start.sh logs while it waits for a peer or a permit (then every minute). */
+  waitingLine: /^galera: (still )?waiting/m,
   /** Name of the one-off container of `readPosition`. */
   recoverContainer: 'stackctl-galera-recover',
 } as const;
