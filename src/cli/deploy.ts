@@ -1,8 +1,10 @@
 import type { Command } from 'commander';
-import { ExitCode, InputError, UsageError } from '../core/errors.js';
+import { ExitCode, InputError, UsageError, messageOf } from '../core/errors.js';
 import { executeDeploy, predict, type DeployReport, type StepRunner } from '../orchestrator/executor.js';
 import { countByClass, FAILURE_CLASSES } from '../orchestrator/failures.js';
-import { JournalFile, journalFileFor } from '../orchestrator/journal.js';
+import { formatNodeAction, formatPhases } from '../orchestrator/format.js';
+import { JournalFile, RunMode, journalFileFor } from '../orchestrator/journal.js';
+import { clusterCheck } from '../status/clusters.js';
 import { parseSteps, planDeploy } from '../orchestrator/planner.js';
 import { loadAll, planOf } from './context.js';
 import { provisionBeforeDeploy, withDeployNodeOptions, withoutNodes, type DeployNodesOpts } from './deploy-nodes.js';
@@ -76,30 +78,47 @@ export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps
   const t0 = Date.now();
   try {
     if (o.dryRun) {
-      const rows = await predict(withoutNodes(deployPlan, unprovisionedNodes), { connect, secret });
-      if (o.json) for (const r of rows) deps.write(JSON.stringify(r) + '\n');
-      else {
+      const p = await predict(
+        withoutNodes(deployPlan, unprovisionedNodes),
+        { connect, secret, catalog: all.catalog },
+        concurrency,
+      );
+      if (o.json) {
+        for (const r of p.rows) deps.write(JSON.stringify(r) + '\n');
+        deps.write(JSON.stringify({ kind: 'deploy.order', phases: p.plan.phases, outages: p.plan.outages }) + '\n');
+      } else {
         deps.write(
           table(
             ['STEP', 'NODE', 'OBJECT', 'NAME', 'ACTION', 'WHY'],
-            rows.map((r) => [String(r.step), r.node, r.object, r.name, r.action, r.detail || '-']),
+            p.rows.map((r) => [String(r.step), r.node, r.object, r.name, r.action, r.detail || '-']),
           ),
         );
-        const n = rows.filter((r) => r.action !== 'unchanged' && r.action !== 'done').length;
+        for (const [node, err] of p.unreachable) deps.write(`${node}: not looked at: ${messageOf(err)}\n`);
+        if (p.plan.phases.length)
+          deps.write(
+            `\nORDER (one line per action; steps are barriers)\n${formatPhases(p.plan.phases, formatNodeAction)}`,
+          );
+        deps.write(formatOutages(p.plan.outages));
+        const n = p.rows.filter((r) => r.action !== 'unchanged' && r.action !== 'done' && r.action !== 'check').length;
         deps.write(`dry run: ${n} change(s) predicted, nothing done (${((Date.now() - t0) / 1000).toFixed(1)} s)\n`);
       }
       return undefined;
     }
 
-    const journal = new JournalFile(journalFileFor(all.inventoryFile), { resume: Boolean(o.resume) });
+    const journal = new JournalFile(journalFileFor(all.inventoryFile), {
+      command: 'deploy',
+      mode: o.resume ? RunMode.RESUME : RunMode.NEW,
+      target: all.release.name,
+      inventory: o.inventory,
+    });
     const visible = deps.tty && !o.json;
     const emit = eventSink(all.inventoryFile, { json: o.json, visible, write: deps.write });
     if (!o.json && o.resume) {
       const p = journal.previous;
       deps.write(
-        p.run
-          ? `resuming run ${p.run}: ${p.done.size} side effect(s) done, ${p.pending.length} to re-check on the nodes\n`
-          : 'nothing to resume (the last run ended): deploying afresh\n',
+        journal.resumed
+          ? `resuming run ${journal.run}: ${p.effectsDone.size} side effect(s) done, ${p.effectsPending.length} to re-check on the nodes\n`
+          : 'nothing to resume (the last run ended, or an earlier version wrote it): deploying afresh\n',
       );
     }
     for (const a of deployPlan.unsupported) {
@@ -108,11 +127,19 @@ export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps
     const runner: StepRunner = visible
       ? (tasks, n) => runWithProgress(tasks, n, true)
       : async (tasks, n) => runWithProgress(tasks, n, false);
-    const report = await executeDeploy(
-      deployPlan,
-      { connect, rendered, journal, emit, runner, secret },
-      { concurrency, failureBudgetPercent: budget },
-    );
+    const stop = new AbortController();
+    const onSigint = (): void => stop.abort();
+    process.once('SIGINT', onSigint);
+    let report: DeployReport;
+    try {
+      report = await executeDeploy(
+        deployPlan,
+        { connect, rendered, journal, emit, runner, secret, catalog: all.catalog, clusterCheck, signal: stop.signal },
+        { concurrency, failureBudgetPercent: budget },
+      );
+    } finally {
+      process.off('SIGINT', onSigint);
+    }
     if (o.json) deps.write(JSON.stringify({ kind: 'deploy.report', ...report }) + '\n');
     else deps.write(formatReport(report));
     if (!report.ok) process.exitCode = ExitCode.REMOTE;
@@ -122,9 +149,23 @@ export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps
   }
 }
 
+/** The services whose APIs a deploy takes down, one line each. */
+export function formatOutages(outages: DeployReport['outages']): string {
+  return outages
+    .map(
+      (o) =>
+        `outage: step ${o.step}: ${o.service} is recreated on ${o.nodes.join(', ')} ` +
+        (o.reason === 'single-node'
+          ? 'where it runs alone: down while it restarts'
+          : 'at once (its file says it does not roll): down while it restarts') +
+        '\n',
+    )
+    .join('');
+}
+
 /** The end-of-run summary: timings, and failures by class with their task path and log. */
 export function formatReport(r: DeployReport): string {
-  let s = '';
+  let s = formatOutages(r.outages);
   for (const f of r.failures) {
     s += `FAILED ${f.path} [${f.class}] ${f.code}: ${f.message}\n`;
     if (f.hint) s += `  hint: ${f.hint}\n`;
@@ -134,7 +175,7 @@ export function formatReport(r: DeployReport): string {
     s += r.aborted.host ? 'aborted in the host preparation, before step 1' : `aborted after step ${r.aborted.step}`;
     s += r.aborted.roles.length
       ? `: failure budget exceeded by ${r.aborted.roles.map((t) => `${t.role} (${t.failed}/${t.nodes})`).join(', ')}\n`
-      : ': run-once work failed\n';
+      : `: ${r.aborted.reason ?? 'run-once work failed'}\n`;
   }
   const counts = countByClass(r.failures);
   const classes = FAILURE_CLASSES.filter((c) => counts[c] > 0).map((c) => `${counts[c]} ${c}`);

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { InputError, UsageError } from '../core/errors.js';
-import { planDeploy } from '../orchestrator/planner.js';
+import { IDENTITY_ADMIN_PASSWORD, planDeploy } from '../orchestrator/planner.js';
 import { openPool, remoteFor, type Remote } from '../remote/index.js';
 import { adminCredentials } from '../roles/credentials.js';
 import { collectStatus, STATUS_DEFAULTS } from '../status/collect.js';
@@ -60,7 +60,7 @@ export async function runStatus(o: StatusOpts, deps: StatusCliDeps = { write: ou
     : plan.services.map((s) => s.name);
   // Throws E_UNKNOWN_SERVICE for a name the plan does not have.
   const deployPlan = planDeploy(plan, all.catalog, { services });
-  const password = all.secrets.services.get('keystone_admin_password');
+  const password = all.secrets.services.get(IDENTITY_ADMIN_PASSWORD);
   const credentials = password
     ? adminCredentials(plan, password, {
         iface: 'internal',
@@ -72,7 +72,7 @@ export async function runStatus(o: StatusOpts, deps: StatusCliDeps = { write: ou
   const remotes: Remote[] = [];
   try {
     const report = await collectStatus(
-      { plan, deployPlan, services, ...(credentials ? { credentials } : {}) },
+      { plan, deployPlan, services, roles: all.catalog.provides, ...(credentials ? { credentials } : {}) },
       {
         connect: (name) => {
           const addresses = all.allocation.addresses.get(name) ?? {};

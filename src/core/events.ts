@@ -28,15 +28,6 @@ export type StackctlEvent =
   | { readonly kind: 'vbmc.started'; readonly node: string; readonly address: string }
   | { readonly kind: 'vbmc.stopped'; readonly node: string }
   | {
-      readonly kind: 'deploy.step';
-      readonly step: number;
-      readonly title: string;
-      readonly phase: 'start' | 'end';
-      readonly nodes: number;
-      readonly failed: number;
-      readonly ms: number;
-    }
-  | {
       readonly kind: 'deploy.change';
       readonly step: number;
       readonly node: string;
@@ -50,8 +41,9 @@ export type StackctlEvent =
       readonly ms: number;
     }
   | {
-      readonly kind: 'deploy.failure';
-      readonly step: number;
+      /** A failed action of a deploy or upgrade run, with its class. */
+      readonly kind: 'run.failure';
+      readonly phase: string;
       readonly path: string;
       readonly code: string;
       readonly message: string;
@@ -89,18 +81,18 @@ export type StackctlEvent =
       readonly reason: string;
     }
   | {
-      /** An upgrade phase started, ended, was skipped (done by an earlier run) or paused before. */
-      readonly kind: 'upgrade.phase';
+      /** A phase of a deploy or upgrade run started, ended, was skipped (done by an earlier run) or paused before. */
+      readonly kind: 'run.phase';
       readonly phase: string;
       readonly title: string;
       readonly state: 'start' | 'done' | 'failed' | 'skipped' | 'paused';
       readonly ms: number;
     }
   | {
-      /** One action of an upgrade step: its outcome and a short detail. */
-      readonly kind: 'upgrade.action';
+      /** One action of a deploy or upgrade step: its outcome and a short detail. */
+      readonly kind: 'run.action';
       readonly phase: string;
-      /** The action's kind (swap, drain, migrate, check-galera, hook...). */
+      /** The action's kind (ensure, drain, migrate, check-clusters, hook...). */
       readonly action: string;
       /** Node, service or hook it concerned. */
       readonly subject: string;
@@ -132,14 +124,10 @@ export const EVENT_FORMAT: { readonly [K in EventKind]: (e: Extract<StackctlEven
   'node.failed': (e) => `${e.node}: ${e.action} failed: ${e.code}: ${e.message}`,
   'vbmc.started': (e) => `${e.node}: virtual BMC at ${e.address}`,
   'vbmc.stopped': (e) => `${e.node}: virtual BMC stopped`,
-  'deploy.step': (e) =>
-    e.phase === 'start'
-      ? `step ${e.step} (${e.title}): ${e.nodes} node(s)`
-      : `step ${e.step} done in ${(e.ms / 1000).toFixed(1)} s: ${e.nodes - e.failed} ok, ${e.failed} failed`,
   'deploy.change': (e) =>
-    `step ${e.step} ${e.node}: ${e.object} ${e.name} ${e.action}${e.detail ? ` (${e.detail})` : ''}` +
+    `${e.step ? `step ${e.step} ` : ''}${e.node}: ${e.object} ${e.name} ${e.action}${e.detail ? ` (${e.detail})` : ''}` +
     (e.ms ? ` ${(e.ms / 1000).toFixed(1)} s` : ''),
-  'deploy.failure': (e) => `step ${e.step} ${e.path}: ${e.class}: ${e.code}: ${e.message}`,
+  'run.failure': (e) => `${e.path}: ${e.class}: ${e.code}: ${e.message}`,
   'node.state': (e) => `${e.node}: ${e.from} --${e.event}--> ${e.to}`,
   'pxe.token-rejected': (e) => `${e.node}: agent call to ${e.endpoint} refused: ${e.reason}`,
   'pxe.agent-report': (e) => `${e.node}: agent reported ${e.endpoint}`,
@@ -149,10 +137,10 @@ export const EVENT_FORMAT: { readonly [K in EventKind]: (e: Extract<StackctlEven
   'provision.done': (e) =>
     `${e.node}: ${e.action} ${e.ok ? 'done' : `failed: ${e.reason}`} in ${(e.ms / 1000).toFixed(1)} s, ` +
     `${(e.bytes / 1048576).toFixed(1)} MiB served`,
-  'upgrade.phase': (e) =>
+  'run.phase': (e) =>
     `${e.phase} (${e.title}): ${e.state}` +
     (e.state === 'done' || e.state === 'failed' ? ` in ${(e.ms / 1000).toFixed(1)} s` : ''),
-  'upgrade.action': (e) =>
+  'run.action': (e) =>
     `${e.phase} ${e.action} ${e.subject}: ${e.state}${e.detail ? ` (${e.detail})` : ''}` +
     (e.ms ? ` ${(e.ms / 1000).toFixed(1)} s` : ''),
   'upgrade.migration': (e) =>

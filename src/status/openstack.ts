@@ -4,6 +4,7 @@
  * json`), against the plan: every planned Nova agent registered and up, one
  * hypervisor up per compute node.
  */
+import type { AgentRole, ServiceRoles } from '../roles/service-roles.js';
 import {
   Severity,
   ViewState,
@@ -12,22 +13,6 @@ import {
   type Hypervisor,
   type OpenStackView,
 } from './model.js';
-
-/** Plan service -> the binary it registers in `compute service list`. */
-export const NOVA_AGENTS: Readonly<Record<string, string>> = {
-  'nova-conductor': 'nova-conductor',
-  'nova-scheduler': 'nova-scheduler',
-  'nova-compute': 'nova-compute',
-};
-
-/** The plan service that answers the compute API: without it there is nothing to ask. */
-export const COMPUTE_API_SERVICE = 'nova-api';
-
-/** Plan services whose nodes each run one hypervisor. */
-export const HYPERVISOR_SERVICES: readonly string[] = ['nova-compute'];
-
-/** Containers that carry the OpenStack client, in order of preference. */
-export const CLIENT_CONTAINERS: readonly string[] = ['keystone', 'nova_api'];
 
 /** The client commands (JSON on stdout). */
 export const OPENSTACK_COMMANDS = {
@@ -79,13 +64,30 @@ export interface NovaExpectation {
   readonly hypervisorNodes: readonly string[];
 }
 
-/** The expectation from the plan's services (name -> nodes) among the checked ones. */
-export function novaExpectation(services: ReadonlyMap<string, readonly string[]>): NovaExpectation {
+/**
+ * The expectation from the plan's services (name -> nodes) among the checked ones, and the agents
+ * their files declare (`agent`: the binary each registers, whether its nodes run a hypervisor).
+ */
+export function novaExpectation(
+  services: ReadonlyMap<string, readonly string[]>,
+  declared: ReadonlyMap<string, AgentRole>,
+): NovaExpectation {
   const agents: { binary: string; host: string }[] = [];
-  for (const [svc, binary] of Object.entries(NOVA_AGENTS))
-    for (const host of services.get(svc) ?? []) agents.push({ binary, host });
-  const hypervisorNodes = HYPERVISOR_SERVICES.flatMap((s) => services.get(s) ?? []);
+  const hypervisorNodes: string[] = [];
+  for (const [svc, agent] of declared) {
+    for (const host of services.get(svc) ?? []) {
+      agents.push({ binary: agent.binary, host });
+      if (agent.hypervisor) hypervisorNodes.push(host);
+    }
+  }
   return { agents, hypervisorNodes: [...new Set(hypervisorNodes)].sort() };
+}
+
+/** Containers that carry the OpenStack client, in order of preference: the identity service's, the compute API's. */
+export function clientContainers(roles: ServiceRoles): string[] {
+  return [roles.identity?.clientContainer, roles.computeApi?.clientContainer].filter(
+    (c): c is string => c !== undefined,
+  );
 }
 
 /** Findings from Nova's answers against the expectation. */

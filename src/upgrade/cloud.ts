@@ -1,15 +1,14 @@
 /**
  * The OpenStack client of an upgrade: `openstack …` run in a running
- * container that carries the client (keystone, else nova_api) on the first
+ * container that carries the client (the identity service's, else the compute API's) on the first
  * controller that answers, with the admin credentials in the exec
  * environment (never in argv, logs or errors). The node that answered is
  * remembered; when it stops answering the next one is tried.
  */
 import { RemoteError, StackctlError, messageOf } from '../core/errors.js';
 import type { Secret } from '../core/secret.js';
-import type { NodeAccess } from '../orchestrator/executor.js';
+import type { NodeAccess } from '../orchestrator/context.js';
 import type { DeployPlan } from '../orchestrator/planner.js';
-import { CLIENT_CONTAINERS } from '../status/openstack.js';
 import type { CloudClient } from './context.js';
 
 /** Knobs of the client. */
@@ -27,22 +26,27 @@ export interface CloudClientDeps {
   readonly plan: DeployPlan;
   /** OS_* variables of the admin user (see roles/credentials.ts adminCredentials). */
   readonly credentials: Readonly<Record<string, string | Secret>>;
+  /** Containers that carry the client, in order of preference (status/openstack.ts clientContainers). */
+  readonly containers: readonly string[];
 }
 
-/** Where the client can run: node and container, in plan order then CLIENT_CONTAINERS order. */
-export function clientCandidates(plan: DeployPlan): { node: string; container: string }[] {
+/** Where the client can run: node and container, in plan order then in the containers' order. */
+export function clientCandidates(
+  plan: DeployPlan,
+  containers: readonly string[],
+): { node: string; container: string }[] {
   const onNode = new Map<string, Set<string>>();
   for (const st of plan.steps)
     for (const nw of st.nodes)
       for (const c of nw.containers) {
-        if (!CLIENT_CONTAINERS.includes(c.name)) continue;
+        if (!containers.includes(c.name)) continue;
         let s = onNode.get(nw.node);
         if (!s) onNode.set(nw.node, (s = new Set()));
         s.add(c.name);
       }
   const out: { node: string; container: string }[] = [];
   for (const [node, names] of onNode)
-    for (const container of CLIENT_CONTAINERS) if (names.has(container)) out.push({ node, container });
+    for (const container of containers) if (names.has(container)) out.push({ node, container });
   return out;
 }
 
@@ -58,7 +62,7 @@ const tail = (s: string, n: number): string => {
  * another controller would give the same answer.
  */
 export function cloudClient(deps: CloudClientDeps): CloudClient {
-  const candidates = clientCandidates(deps.plan);
+  const candidates = clientCandidates(deps.plan, deps.containers);
   let preferred: { node: string; container: string } | undefined;
 
   return {
@@ -99,9 +103,9 @@ export function cloudClient(deps: CloudClientDeps): CloudClient {
       }
       throw new RemoteError(
         'E_OPENSTACK_CLIENT',
-        `${shown}: no controller could run the client (${skipped.join('; ') || 'no keystone or nova_api container in the plan'})`,
+        `${shown}: no controller could run the client (${skipped.join('; ') || `no ${deps.containers.join(' or ')} container in the plan`})`,
         {
-          hint: `A running ${CLIENT_CONTAINERS.join(' or ')} container is needed: stackctl status shows which are down.`,
+          hint: `A running ${deps.containers.join(' or ')} container is needed: stackctl status shows which are down.`,
           details: { command: ['openstack', ...args], tried: skipped },
         },
       );

@@ -1,6 +1,6 @@
 /**
  * The prechecks of an upgrade (docs/upgrade-hooks.md): every node reachable,
- * every service healthy, Galera and RabbitMQ complete, the target images in
+ * every service healthy (the clusters' own check is the engine's cluster-check action), the target images in
  * the registry, room for the largest compute batch's instances elsewhere,
  * and each changing service's upgrade checks with the target image. Nothing
  * is ever stopped or changed here. Health comes from src/status (one
@@ -12,17 +12,8 @@ import { InputError, RemoteError, StackctlError, messageOf } from '../core/error
 import type { ContainerWork, DeployPlan } from '../orchestrator/planner.js';
 import type { Plan, PlanNode, PlanService } from '../roles/plan.js';
 import { collectStatus } from '../status/collect.js';
-import { describeGaleraMember } from '../status/galera.js';
-import { Severity, ViewState, type Finding, type StatusReport } from '../status/model.js';
-import {
-  COMPUTE_API_SERVICE,
-  NOVA_AGENTS,
-  evaluateOpenStack,
-  novaExpectation,
-  parseComputeServices,
-  parseHypervisors,
-} from '../status/openstack.js';
-import { describeRabbitMember } from '../status/rabbitmq.js';
+import { Severity, type Finding, type StatusReport } from '../status/model.js';
+import { evaluateOpenStack, novaExpectation, parseComputeServices, parseHypervisors } from '../status/openstack.js';
 import type { ActionHandlers, CloudClient, UpgradeContext } from './context.js';
 import { checkImagesPresent } from './images.js';
 import type { UpgradeAction } from './model.js';
@@ -456,7 +447,7 @@ const NOVA = new WeakMap<UpgradeContext, Promise<Finding[]>>();
 
 /**
  * The status of the running cloud (ctx.currentDeploy), collected once per
- * context and shared by check-healthy, check-galera and check-rabbitmq.
+ * context and shared by the check-healthy actions.
  * Nova's view is left out here (it needs the admin credentials, which only
  * the context's client holds): see novaFindings.
  */
@@ -464,9 +455,10 @@ export function statusOf(ctx: UpgradeContext): Promise<StatusReport> {
   let p = STATUS.get(ctx);
   if (!p) {
     const plan = statusPlanOf(ctx.currentDeploy, ctx);
-    const services = plan.services.map((s) => s.name).filter((s) => s !== COMPUTE_API_SERVICE);
+    const api = ctx.services.computeApi?.service;
+    const services = plan.services.map((s) => s.name).filter((s) => s !== api);
     p = collectStatus(
-      { plan, deployPlan: ctx.currentDeploy, services },
+      { plan, deployPlan: ctx.currentDeploy, services, roles: ctx.services },
       { connect: (node) => ctx.connect(node), now: ctx.now },
       { concurrency: PRECHECK_DEFAULTS.concurrency, timeoutMs: PRECHECK_DEFAULTS.statusTimeoutMs },
     );
@@ -481,14 +473,19 @@ export function novaFindings(ctx: UpgradeContext): Promise<Finding[]> {
   if (!p) {
     p = (async (): Promise<Finding[]> => {
       const plan = statusPlanOf(ctx.currentDeploy, ctx);
-      if (!plan.services.some((s) => s.name === COMPUTE_API_SERVICE)) return [];
+      const api = ctx.services.computeApi?.service;
+      if (!api || !plan.services.some((s) => s.name === api)) return [];
       try {
         const [svc, hyp] = await Promise.all([
           ctx.cloud.openstack(['compute', 'service', 'list', '-f', 'json']),
           ctx.cloud.openstack(['hypervisor', 'list', '-f', 'json']),
         ]);
         const planned = new Map(plan.services.map((s) => [s.name, s.nodes]));
-        return evaluateOpenStack(novaExpectation(planned), parseComputeServices(svc), parseHypervisors(hyp));
+        return evaluateOpenStack(
+          novaExpectation(planned, ctx.services.agents),
+          parseComputeServices(svc),
+          parseHypervisors(hyp),
+        );
       } catch (err) {
         return [{ severity: Severity.UNHEALTHY, node: 'cloud', subject: 'openstack', message: messageOf(err) }];
       }
@@ -497,9 +494,6 @@ export function novaFindings(ctx: UpgradeContext): Promise<Finding[]> {
   }
   return p;
 }
-
-/** Subjects of the status findings that belong to a service on a node, besides its containers. */
-const CLUSTER_SUBJECTS: ReadonlySet<string> = new Set(['galera', 'rabbitmq']);
 
 /** The findings that make `service` unhealthy on `nodes` (drift is not a health problem). */
 export async function serviceProblems(
@@ -515,17 +509,17 @@ export async function serviceProblems(
     (f) =>
       serious(f) &&
       nodes.includes(f.node) &&
-      !CLUSTER_SUBJECTS.has(f.subject) &&
+      !ctx.services.clusterChecks.has(f.subject) &&
       (f.subject === 'node' || containers(f.node).has(f.subject)),
   );
-  const agent = NOVA_AGENTS[service];
-  if (agent || service === COMPUTE_API_SERVICE) {
+  const agent = ctx.services.agents.get(service);
+  if (agent || service === ctx.services.computeApi?.service) {
     for (const f of await novaFindings(ctx)) {
       if (!serious(f)) continue;
       if (f.node === 'cloud') out.push(f);
       else if (
         nodes.includes(f.node) &&
-        (f.subject === agent || (agent === 'nova-compute' && f.subject === 'hypervisor'))
+        (f.subject === agent?.binary || (agent?.hypervisor === true && f.subject === 'hypervisor'))
       )
         out.push(f);
     }
@@ -582,60 +576,6 @@ const checkHealthy: Handler<'check-healthy'> = async (action, ctx) => {
   }
   return `${action.service} healthy on ${action.nodes.join(', ')}`;
 };
-
-/** A cluster the upgrade needs complete, as the status collector sees it. */
-interface ClusterCheck<V extends StatusReport['galera'] | StatusReport['rabbitmq']> {
-  readonly code: string;
-  /** The finding subject of its members' problems. */
-  readonly subject: string;
-  readonly view: (r: StatusReport) => V;
-  readonly absent: string;
-  readonly ok: (v: V) => string;
-  readonly problem: (v: V) => string;
-  readonly hint: string;
-}
-
-/** A precheck over one cluster: fine, absent from the plan, or refused with each member's state. */
-function clusterCheck<V extends StatusReport['galera'] | StatusReport['rabbitmq']>(
-  c: ClusterCheck<V>,
-): (action: unknown, ctx: UpgradeContext) => Promise<string> {
-  return async (_action, ctx) => {
-    const report = await statusOf(ctx);
-    const v = c.view(report);
-    if (v.state === ViewState.NOT_DEPLOYED) return c.absent;
-    if (v.state === ViewState.OK) return c.ok(v);
-    const why = report.findings.filter((f) => f.subject === c.subject || f.subject === 'node').map(findingText);
-    throw new RemoteError(c.code, c.problem(v), {
-      hint: c.hint,
-      details: { expected: v.expected, members: v.members, findings: why },
-    });
-  };
-}
-
-const checkGalera: Handler<'check-galera'> = clusterCheck({
-  code: 'E_PRECHECK_GALERA',
-  subject: 'galera',
-  view: (r) => r.galera,
-  absent: 'no MariaDB in the plan',
-  ok: (g) =>
-    g.members.every((m) => m.wsrepOn === false)
-      ? 'MariaDB standalone (one server, no replication)'
-      : `Galera synced, ${g.expected} member(s)`,
-  problem: (g) =>
-    `Galera is not complete and synced (${g.expected} member(s) planned): ${g.members.map(describeGaleraMember).join('; ')}`,
-  hint: 'Every member must be Synced in a Primary cluster of the planned size before an upgrade restarts any of them. Nothing was stopped.',
-});
-
-const checkRabbit: Handler<'check-rabbitmq'> = clusterCheck({
-  code: 'E_PRECHECK_RABBITMQ',
-  subject: 'rabbitmq',
-  view: (r) => r.rabbitmq,
-  absent: 'no RabbitMQ in the plan',
-  ok: (q) => `RabbitMQ cluster complete, ${q.expected} node(s) running`,
-  problem: (q) =>
-    `the RabbitMQ cluster is not complete (${q.expected} node(s) planned): ${q.members.map(describeRabbitMember).join('; ')}`,
-  hint: 'Every broker must run in one partition-free cluster without alarms before an upgrade. Nothing was stopped.',
-});
 
 const checkImages: Handler<'check-images'> = async (action, ctx) => {
   // NOTE: the references carry the registry the nodes pull from (cloud.registry or the manifest's).
@@ -717,18 +657,10 @@ const checkService: Handler<'check-service'> = async (action, ctx) => {
 /** One handler per precheck kind; each resolves with a short detail or rejects naming what is wrong. */
 export const PRECHECK_HANDLERS: Pick<
   ActionHandlers,
-  | 'check-reachable'
-  | 'check-healthy'
-  | 'check-galera'
-  | 'check-rabbitmq'
-  | 'check-images'
-  | 'check-capacity'
-  | 'check-service'
+  'check-reachable' | 'check-healthy' | 'check-images' | 'check-capacity' | 'check-service'
 > = {
   'check-reachable': checkReachable,
   'check-healthy': checkHealthy,
-  'check-galera': checkGalera,
-  'check-rabbitmq': checkRabbit,
   'check-images': checkImages,
   'check-capacity': checkCapacity,
   'check-service': checkService,

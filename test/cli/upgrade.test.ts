@@ -4,8 +4,9 @@ import { describe, expect, it } from 'vitest';
 import type { Loaded } from '../../src/cli/context.js';
 import { formatUpgradeReport, targetInventory, UPGRADE_EXIT } from '../../src/cli/upgrade.js';
 import type { UpgradePlan } from '../../src/upgrade/model.js';
-import type { UpgradeReport } from '../../src/upgrade/runner.js';
+import type { UpgradeReport } from '../../src/upgrade/report.js';
 import { copyInventory, runCli } from '../helpers/cli.js';
+import { catalog } from '../helpers/plan.js';
 
 describe('stackctl upgrade', () => {
   it('prints the phases of zed -> zed-update with --plan and acts on nothing', async () => {
@@ -121,6 +122,10 @@ describe('stackctl upgrade', () => {
             key: 'batch:1#0 hook nova-evacuate@pre-batch:cmp-0',
             action: 'hook',
             subject: 'nova-evacuate@pre-batch:cmp-0',
+            step: 0,
+            node: 'cmp-0',
+            path: 'batch:1/cmp-0/hook',
+            class: 'hard',
             code: 'E_EVACUATE',
             message: 'cmp-0 still holds 1 server',
             hint: 'look at the migration',
@@ -131,7 +136,7 @@ describe('stackctl upgrade', () => {
       'stackctl upgrade -i inv.yaml --to zed-update',
     );
     expect(failed).toContain(
-      'FAILED batch:1 hook nova-evacuate@pre-batch:cmp-0: E_EVACUATE: cmp-0 still holds 1 server',
+      'FAILED batch:1 hook nova-evacuate@pre-batch:cmp-0 [hard]: E_EVACUATE: cmp-0 still holds 1 server',
     );
     expect(failed).toContain('hint: look at the migration');
     expect(failed).toContain('not upgraded: cmp-0 (batch:1): pre-batch hook nova-evacuate failed');
@@ -142,6 +147,7 @@ describe('stackctl upgrade', () => {
 
 describe('the target configs of a fast-forward', () => {
   const all = {
+    catalog,
     loaded: { inventory: { cloud: { release: 'zed', settings: { nova_compute_driver: 'fake.FakeDriver' } } } },
   };
   const plan = (fastForward: boolean, services: string[]) =>
@@ -150,7 +156,7 @@ describe('the target configs of a fast-forward', () => {
       ...(fastForward ? { fastForward: {} } : {}),
     }) as unknown as UpgradePlan;
 
-  it("turns Nova's old-compute check off only for a fast-forward that moves Nova", () => {
+  it("turns Nova's old-compute check off only for a fast-forward that moves Nova (its service file's fast_forward_settings)", () => {
     const ff = targetInventory(all as unknown as Loaded, plan(true, ['keystone', 'nova-api']));
     expect(ff.cloud.settings).toEqual({
       nova_compute_driver: 'fake.FakeDriver',

@@ -67,9 +67,12 @@ function nodes(spec: Record<string, { down?: boolean; stopped?: string[]; answer
   return { connect, calls };
 }
 
+/** The client containers the shipped service files declare (identity, then compute API). */
+const CONTAINERS = ['keystone', 'nova_api'];
+
 describe('cloudClient', () => {
   it('prefers keystone, then nova_api, node by node in plan order', () => {
-    expect(clientCandidates(plan)).toEqual([
+    expect(clientCandidates(plan, CONTAINERS)).toEqual([
       { node: 'ctl-0', container: 'keystone' },
       { node: 'ctl-0', container: 'nova_api' },
       { node: 'ctl-1', container: 'keystone' },
@@ -80,7 +83,7 @@ describe('cloudClient', () => {
 
   it('runs in keystone with the credentials in the exec environment only', async () => {
     const n = nodes({});
-    const out = await cloudClient({ connect: n.connect, plan, credentials }).openstack([
+    const out = await cloudClient({ connect: n.connect, plan, credentials, containers: CONTAINERS }).openstack([
       'server',
       'list',
       '-f',
@@ -99,7 +102,7 @@ describe('cloudClient', () => {
 
   it('skips a node that does not answer and a stopped keystone, and keeps the one that answered', async () => {
     const n = nodes({ 'ctl-0': { down: true }, 'ctl-1': { stopped: ['keystone'] } });
-    const client = cloudClient({ connect: n.connect, plan, credentials });
+    const client = cloudClient({ connect: n.connect, plan, credentials, containers: CONTAINERS });
     await client.openstack(['flavor', 'list']);
     await client.openstack(['hypervisor', 'list']);
     expect(n.calls.map((c) => `${c.node}/${c.container}`)).toEqual(['ctl-1/nova_api', 'ctl-1/nova_api']);
@@ -110,7 +113,11 @@ describe('cloudClient', () => {
       'ctl-0': { answer: { code: 1, stdout: '', stderr: 'No server with a name or ID of vm-9 exists.' } },
     });
     const err = await rejection(
-      cloudClient({ connect: n.connect, plan, credentials }).openstack(['server', 'show', 'vm-9']),
+      cloudClient({ connect: n.connect, plan, credentials, containers: CONTAINERS }).openstack([
+        'server',
+        'show',
+        'vm-9',
+      ]),
     );
     expect(err.code).toBe('E_OPENSTACK_CLIENT');
     expect(err.message).toBe(
@@ -123,7 +130,9 @@ describe('cloudClient', () => {
 
   it('says why no controller could run it', async () => {
     const n = nodes({ 'ctl-0': { down: true }, 'ctl-1': { down: true }, 'ctl-2': { stopped: ['nova_api'] } });
-    const err = await rejection(cloudClient({ connect: n.connect, plan, credentials }).openstack(['flavor', 'list']));
+    const err = await rejection(
+      cloudClient({ connect: n.connect, plan, credentials, containers: CONTAINERS }).openstack(['flavor', 'list']),
+    );
     expect(err.code).toBe('E_OPENSTACK_CLIENT');
     expect(err.message).toMatch(
       /no controller could run the client .*ctl-0\/keystone: connect ETIMEDOUT.*ctl-2\/nova_api: exited/,

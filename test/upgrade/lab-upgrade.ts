@@ -153,7 +153,7 @@ export function phaseTimes(inventory: string, since: number): { phase: string; f
   const started = new Map<string, number>();
   const out: { phase: string; from: number; to: number }[] = [];
   for (const e of events(inventory) as { time: string; kind: string; phase?: string; state?: string }[]) {
-    if (e.kind !== 'upgrade.phase' || !e.phase || Date.parse(e.time) < since) continue;
+    if (e.kind !== 'run.phase' || !e.phase || Date.parse(e.time) < since) continue;
     if (e.state === 'start' && !started.has(e.phase)) started.set(e.phase, Date.parse(e.time));
     if (e.state === 'done' || e.state === 'failed')
       out.push({ phase: e.phase, from: started.get(e.phase) ?? Date.parse(e.time), to: Date.parse(e.time) });
