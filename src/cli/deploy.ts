@@ -12,6 +12,7 @@ import { eventSink, nodeSessions } from './node-sessions.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
 import { out, printIssues, table } from './output.js';
 import { runWithProgress } from './progress.js';
+import { withRunLock } from './run-lock.js';
 
 /** Options of `stackctl deploy`. */
 export interface DeployOpts extends CommonOpts, DeployNodesOpts {
@@ -46,6 +47,7 @@ function positiveInt(text: string, what: string, min: number, max: number): numb
 /**
  * `stackctl deploy`: converge the nodes to the plan, step by step. Returns
  * the report (undefined for a dry run); sets process.exitCode on failure.
+ * The command holds the inventory's run lock around it (but for a dry run).
  */
 export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps()): Promise<DeployReport | undefined> {
   const all = loadAll(o);
@@ -197,5 +199,8 @@ export function registerDeploy(program: Command): void {
     .option('--concurrency <n>', 'nodes worked on at once within a step', '8')
     .option('--failure-budget <percent>', "abort when a role's failed share of nodes exceeds this", '0')
     .option('--json', 'JSON-lines events and report on stdout')
-    .action(async (o: DeployOpts) => void (await runDeploy(o)));
+    // a dry run changes nothing: it runs beside a deploy in progress
+    .action(
+      async (o: DeployOpts) => void (await (o.dryRun ? runDeploy(o) : withRunLock(o.inventory, () => runDeploy(o)))),
+    );
 }

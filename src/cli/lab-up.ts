@@ -15,6 +15,7 @@ import { inventoryOf, loadOpts, prepareLabInventory, type LabOpts } from './lab-
 import { VM_REGISTRY_PUSH_ADDRESS, runVmLabDown, runVmLabStatus, runVmLabUp, type VmUpOpts } from './lab-vm.js';
 import { out, table } from './output.js';
 import { bmcTargets } from './targets.js';
+import { withRunLock } from './run-lock.js';
 
 /** Kinds of lab node: containers (provisioned hosts) and QEMU VMs (bare metal to provision). */
 const KINDS = ['container', 'vm'] as const;
@@ -240,14 +241,18 @@ export function registerLabUp(lab: Command): void {
       `registry container name (default ${REGISTRY_CONTAINER}; vm: stackctl-<name>-registry)`,
     )
     .option('--timeout <seconds>', 'how long to wait for the nodes to answer SSH', '60')
-    .action(async (o: UpOpts & { out?: string }) => runLabUp({ ...o, inventory: o.out ?? o.inventory }));
+    .action((o: UpOpts & { out?: string }) => {
+      const opts = { ...o, inventory: o.out ?? o.inventory };
+      // the inventory may not exist yet: lab up writes it
+      return withRunLock(inventoryOf(opts), () => runLabUp(opts), { creates: true });
+    });
 
   common(lab.command('down'))
     .description(
       'remove the lab: containers or VMs, networks (bridge, taps, iptables rule), the registry if the lab started it, <inventory>.lab/',
     )
     .option('--purge', 'also remove the inventory, secrets, IPAM state and operator key that lab up wrote')
-    .action(async (o: LabOpts & { purge?: boolean }) => runLabDown(o));
+    .action((o: LabOpts & { purge?: boolean }) => withRunLock(inventoryOf(o), () => runLabDown(o), { creates: true }));
 
   common(lab.command('status'))
     .description(

@@ -13,6 +13,7 @@ import { inventoryOptions, type CommonOpts } from './options.js';
 import { out, table } from './output.js';
 import { bmcTargets } from './targets.js';
 import { eventsFileFor } from './node-sessions.js';
+import { withRunLock } from './run-lock.js';
 
 /** What `lab bmc start` records (no secrets: names, addresses and a PID). */
 export interface VbmcState {
@@ -136,6 +137,8 @@ export function registerLab(program: Command): Command {
 
   inventoryOptions(bmc.command('serve'))
     .description('run the virtual BMCs in the foreground until interrupted (what `start` runs in the background)')
+    // NOTE: no run lock: it serves for the lab's whole life, beside the deploys that need its BMCs,
+    // and writes only its own vbmc.json (start and stop, which launch and end it, take the lock)
     .action(async (opts: CommonOpts) => {
       const all = loadAll(opts);
       const targets = bmcTargets(all, labNodes(all));
@@ -175,37 +178,17 @@ export function registerLab(program: Command): Command {
   inventoryOptions(bmc.command('start'))
     .description('start the virtual BMCs of every loopback BMC address in the background')
     .option('--timeout <seconds>', 'how long to wait for them to listen', '20')
-    .action(async (opts: CommonOpts & { timeout: string }) => {
-      const all = loadAll(opts);
-      const {
-        state: st,
-        already,
-        logFile,
-      } = await startBmcs(all, {
-        timeoutS: Number(opts.timeout),
-        roles: opts.roles,
-        releases: opts.releases,
-      });
-      if (already) {
-        out(`virtual BMCs already running (pid ${st.pid}, ${st.bmcs.length} BMC(s))\n`);
-        return;
-      }
-      out(
-        table(
-          ['NODE', 'DRIVER', 'ADDRESS'],
-          st.bmcs.map((b) => [b.node, b.driver, b.address]),
-        ),
-      );
-      out(`started ${st.bmcs.length} virtual BMC(s), pid ${st.pid}; log ${logFile}\n`);
-    });
+    .action((opts: CommonOpts & { timeout: string }) => withRunLock(opts.inventory, () => startCommand(opts)));
 
   inventoryOptions(bmc.command('stop'))
     .description('stop the virtual BMCs started by `lab bmc start`')
-    .action(async (opts: CommonOpts) => {
-      const st = await stopBmcs(loadAll(opts));
-      if (!st) out('no virtual BMCs running\n');
-      else out(`stopped ${st.bmcs.length} virtual BMC(s) (pid ${st.pid})\n`);
-    });
+    .action((opts: CommonOpts) =>
+      withRunLock(opts.inventory, async () => {
+        const st = await stopBmcs(loadAll(opts));
+        if (!st) out('no virtual BMCs running\n');
+        else out(`stopped ${st.bmcs.length} virtual BMC(s) (pid ${st.pid})\n`);
+      }),
+    );
 
   inventoryOptions(bmc.command('list'))
     .description('list the virtual BMCs and whether they run')
@@ -234,4 +217,29 @@ export function registerLab(program: Command): Command {
         );
     });
   return lab;
+}
+
+/** `lab bmc start`, under the run lock. */
+async function startCommand(opts: CommonOpts & { timeout: string }): Promise<void> {
+  const all = loadAll(opts);
+  const {
+    state: st,
+    already,
+    logFile,
+  } = await startBmcs(all, {
+    timeoutS: Number(opts.timeout),
+    roles: opts.roles,
+    releases: opts.releases,
+  });
+  if (already) {
+    out(`virtual BMCs already running (pid ${st.pid}, ${st.bmcs.length} BMC(s))\n`);
+    return;
+  }
+  out(
+    table(
+      ['NODE', 'DRIVER', 'ADDRESS'],
+      st.bmcs.map((b) => [b.node, b.driver, b.address]),
+    ),
+  );
+  out(`started ${st.bmcs.length} virtual BMC(s), pid ${st.pid}; log ${logFile}\n`);
 }

@@ -41,6 +41,7 @@ import { inventoryOptions } from './options.js';
 import { out, table } from './output.js';
 import { DEFAULT_RAMDISK_DIR } from './ramdisk.js';
 import { selectNodes } from './targets.js';
+import { withRunLock } from './run-lock.js';
 
 /** enroll -> verifying -> manageable: the BMC must answer with the configured credentials. */
 export async function enrollNode(s: Session, node: string, update: (status: string) => void): Promise<string> {
@@ -319,14 +320,18 @@ async function runShow(name: string, opts: LifecycleOpts): Promise<void> {
 export function registerLifecycle(nodes: Command): void {
   withSelection(nodes.command('enroll'), '32')
     .description("check each node's BMC (address, credentials, power) and move it from enroll to manageable")
-    .action(async (opts: LifecycleOpts) => {
-      const s = openSession(opts, false);
-      try {
-        await eachLifecycle(s, opts, 'enroll', selectNodes(s.all, opts), (node, update) => enrollNode(s, node, update));
-      } finally {
-        await s.close();
-      }
-    });
+    .action((opts: LifecycleOpts) =>
+      withRunLock(opts.inventory, async () => {
+        const s = openSession(opts, false);
+        try {
+          await eachLifecycle(s, opts, 'enroll', selectNodes(s.all, opts), (node, update) =>
+            enrollNode(s, node, update),
+          );
+        } finally {
+          await s.close();
+        }
+      }),
+    );
 
   withBootOptions(
     withSelection(nodes.command('inspect'), '4').description(
@@ -335,7 +340,7 @@ export function registerLifecycle(nodes: Command): void {
     INSPECT_DEFAULTS.timeoutMs / 1000,
   )
     .option('--ramdisk <dir>', 'the deploy ramdisk (stackctl images build-ramdisk)', DEFAULT_RAMDISK_DIR)
-    .action(async (opts: InspectOpts) => runInspect(opts));
+    .action((opts: InspectOpts) => withRunLock(opts.inventory, () => runInspect(opts)));
 
   inventoryOptions(nodes.command('list'))
     .description('every node with its provisioning state, power (through its BMC) and last error')

@@ -41,6 +41,7 @@ import {
 } from './nodes-session.js';
 import { DEFAULT_RAMDISK_DIR } from './ramdisk.js';
 import { selectNodes } from './targets.js';
+import { withRunLock } from './run-lock.js';
 
 type ProvisionOpts = BootOpts & {
   ramdisk?: string;
@@ -339,9 +340,11 @@ export function registerProvision(nodes: Command): void {
     )
     .option('--no-ssh-check', 'do not prove SSH access after the deploy')
     .option('--ssh-timeout <seconds>', 'disk boot to SSH answering, per node', String(SSH_CHECK_TIMEOUT_MS / 1000))
-    .action(async (opts: ProvisionOpts) => runProvision('provision', opts));
+    .action((opts: ProvisionOpts) => withRunLock(opts.inventory, () => runProvision('provision', opts)));
 
   common(nodes.command('undeploy'))
     .description('power the node off, wipe its disks (partition tables and disk ends) in the ramdisk: -> available')
-    .action(async (opts: ProvisionOpts) => runProvision('undeploy', { ...opts, sshCheck: false }));
+    .action((opts: ProvisionOpts) =>
+      withRunLock(opts.inventory, () => runProvision('undeploy', { ...opts, sshCheck: false })),
+    );
 }

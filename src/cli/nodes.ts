@@ -13,6 +13,7 @@ import { registerLifecycle } from './nodes-lifecycle.js';
 import { registerProvision } from './nodes-provision.js';
 import { registerTrust } from './trust.js';
 import { eventsFileFor } from './node-sessions.js';
+import { withRunLock } from './run-lock.js';
 
 /** Actions of `nodes power`, each a driver call that resolves to the state to report. */
 const POWER_ACTIONS: Readonly<Record<string, (d: BmcDriver) => Promise<string>>> = {
@@ -149,7 +150,10 @@ export function registerNodes(program: Command): void {
           hint: `Use one of: ${Object.keys(POWER_ACTIONS).join(', ')}.`,
         });
       }
-      await eachNode(opts, `power ${action}`, op, (node, state) => ({ kind: 'node.power', node, action, state }));
+      const run = (): Promise<void> =>
+        eachNode(opts, `power ${action}`, op, (node, state) => ({ kind: 'node.power', node, action, state }));
+      // reading the power state changes nothing: it runs beside a run in progress
+      await (action === 'status' ? run() : withRunLock(opts.inventory, run));
     });
   withSelection(nodes.command('bootdev'))
     .description('set the boot device: pxe or disk, for the next boot or persistently')
@@ -162,15 +166,17 @@ export function registerNodes(program: Command): void {
       }
       const persistent = Boolean(opts.persistent);
       const uefi = Boolean(opts.uefi);
-      await eachNode(
-        opts,
-        `bootdev ${device}`,
-        async (d) => {
-          await d.setBootDevice(device as BootDevice, { persistent, uefi });
-          const b = await d.getBootDevice();
-          return `${b.device} (${b.persistent ? 'persistent' : 'next boot'}, ${b.uefi ? 'UEFI' : 'legacy'})`;
-        },
-        (node) => ({ kind: 'node.bootdev', node, device, persistent, uefi }),
+      await withRunLock(opts.inventory, () =>
+        eachNode(
+          opts,
+          `bootdev ${device}`,
+          async (d) => {
+            await d.setBootDevice(device as BootDevice, { persistent, uefi });
+            const b = await d.getBootDevice();
+            return `${b.device} (${b.persistent ? 'persistent' : 'next boot'}, ${b.uefi ? 'UEFI' : 'legacy'})`;
+          },
+          (node) => ({ kind: 'node.bootdev', node, device, persistent, uefi }),
+        ),
       );
     });
   registerTrust(nodes);

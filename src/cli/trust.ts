@@ -20,6 +20,7 @@ import {
   type SshTarget,
 } from '../remote/index.js';
 import { loadAll } from './context.js';
+import { withRunLock } from './run-lock.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
 import { out, table } from './output.js';
 import { selectNodes, type SelectOptions } from './targets.js';
@@ -115,107 +116,110 @@ export function registerTrust(nodes: Command, deps: TrustDeps = {}): void {
     .option('--timeout <ms>', 'connect timeout per node', '10000')
     .option('--concurrency <n>', 'nodes asked at once', '32')
     .option('--json', 'results as JSON on stdout')
-    .action(async (opts: TrustOpts) => {
-      const port = positiveInt(opts.sshPort, '--ssh-port');
-      const timeoutMs = positiveInt(opts.timeout, '--timeout', 600_000);
-      const all = loadAll(opts);
-      const names = selectNodes(all, opts);
-      const files = sshFilesFor(all.inventoryFile);
-      const key = ensureClientKey(files.privateKeyFile);
-      if (key.created) {
-        say(
-          `created stackctl's SSH key ${files.privateKeyFile} (mode 0600); add ${files.privateKeyFile}.pub to ~${opts.sshUser}/.ssh/authorized_keys on every node\n`,
-        );
-      }
-      const limit = pLimit(positiveInt(opts.concurrency, '--concurrency', 1024));
-      const results = await Promise.all(
-        names.map((name) =>
-          limit(async (): Promise<TrustResult> => {
-            const address = all.allocation.addresses.get(name)?.[SSH_NETWORK] ?? '';
-            const r: TrustResult = { node: name, address, port, status: TrustStatus.FAILED, recorded: false };
-            try {
-              if (!address) {
-                throw new RemoteError('E_NO_SSH_ADDRESS', `${name} has no ${SSH_NETWORK} address`, {
-                  hint: `Give the node a NIC on the ${SSH_NETWORK} network; stackctl reaches nodes by SSH there.`,
-                });
+    // the key is always shown; recording it (and creating stackctl's SSH key) writes state: under the run lock
+    .action((opts: TrustOpts) =>
+      withRunLock(opts.inventory, async () => {
+        const port = positiveInt(opts.sshPort, '--ssh-port');
+        const timeoutMs = positiveInt(opts.timeout, '--timeout', 600_000);
+        const all = loadAll(opts);
+        const names = selectNodes(all, opts);
+        const files = sshFilesFor(all.inventoryFile);
+        const key = ensureClientKey(files.privateKeyFile);
+        if (key.created) {
+          say(
+            `created stackctl's SSH key ${files.privateKeyFile} (mode 0600); add ${files.privateKeyFile}.pub to ~${opts.sshUser}/.ssh/authorized_keys on every node\n`,
+          );
+        }
+        const limit = pLimit(positiveInt(opts.concurrency, '--concurrency', 1024));
+        const results = await Promise.all(
+          names.map((name) =>
+            limit(async (): Promise<TrustResult> => {
+              const address = all.allocation.addresses.get(name)?.[SSH_NETWORK] ?? '';
+              const r: TrustResult = { node: name, address, port, status: TrustStatus.FAILED, recorded: false };
+              try {
+                if (!address) {
+                  throw new RemoteError('E_NO_SSH_ADDRESS', `${name} has no ${SSH_NETWORK} address`, {
+                    hint: `Give the node a NIC on the ${SSH_NETWORK} network; stackctl reaches nodes by SSH there.`,
+                  });
+                }
+                const offered = await fetchKey({ node: name, host: address, port, user: opts.sshUser }, { timeoutMs });
+                const before = recordedKeys(files.knownHostsFile, address, port);
+                r.keyType = offered.type;
+                r.fingerprint = offered.fingerprint;
+                if (before.some((k) => k.blob.equals(offered.blob))) r.status = TrustStatus.KNOWN;
+                else if (before.length) {
+                  r.status = TrustStatus.CHANGED;
+                  r.previous = before.map((k) => k.fingerprint);
+                } else r.status = TrustStatus.NEW;
+                return Object.assign(r, { offered });
+              } catch (e) {
+                const { exit, ...error } = summarizeFailure(e);
+                r.error = error;
+                r.exit = exit;
+                return r;
               }
-              const offered = await fetchKey({ node: name, host: address, port, user: opts.sshUser }, { timeoutMs });
-              const before = recordedKeys(files.knownHostsFile, address, port);
-              r.keyType = offered.type;
-              r.fingerprint = offered.fingerprint;
-              if (before.some((k) => k.blob.equals(offered.blob))) r.status = TrustStatus.KNOWN;
-              else if (before.length) {
-                r.status = TrustStatus.CHANGED;
-                r.previous = before.map((k) => k.fingerprint);
-              } else r.status = TrustStatus.NEW;
-              return Object.assign(r, { offered });
-            } catch (e) {
-              const { exit, ...error } = summarizeFailure(e);
-              r.error = error;
-              r.exit = exit;
-              return r;
-            }
-          }),
-        ),
-      );
-
-      const pending = results.filter((r) => r.status === TrustStatus.NEW || r.status === TrustStatus.CHANGED);
-      // Show first, always: the operator compares these with the nodes' consoles before trusting.
-      if (!opts.json) {
-        out(
-          table(
-            ['NODE', 'ADDRESS', 'KEY', 'FINGERPRINT', 'STATUS'],
-            results.map((r) => [
-              r.node,
-              knownHostName(r.address || '-', port),
-              r.keyType ?? '-',
-              r.fingerprint ?? '-',
-              r.status === TrustStatus.CHANGED
-                ? `CHANGED (recorded ${r.previous!.join(', ')})`
-                : r.status === TrustStatus.FAILED
-                  ? `FAILED ${r.error!.code}: ${r.error!.message}`
-                  : r.status,
-            ]),
+            }),
           ),
         );
-        for (const r of results) if (r.error?.hint) say(`${r.node}: hint: ${r.error.hint}\n`);
-      }
-      let accept = Boolean(opts.yes);
-      if (pending.length && !accept && !opts.json && interactive()) {
-        accept = await confirm(`Record ${pending.length} host key(s) in ${files.knownHostsFile}? [y/N] `);
-      }
-      if (pending.length && accept) {
-        for (const r of pending) {
-          recordHostKey(
-            files.knownHostsFile,
-            r.address,
-            port,
-            (r as TrustResult & { offered: PublicKey }).offered.blob,
+
+        const pending = results.filter((r) => r.status === TrustStatus.NEW || r.status === TrustStatus.CHANGED);
+        // Show first, always: the operator compares these with the nodes' consoles before trusting.
+        if (!opts.json) {
+          out(
+            table(
+              ['NODE', 'ADDRESS', 'KEY', 'FINGERPRINT', 'STATUS'],
+              results.map((r) => [
+                r.node,
+                knownHostName(r.address || '-', port),
+                r.keyType ?? '-',
+                r.fingerprint ?? '-',
+                r.status === TrustStatus.CHANGED
+                  ? `CHANGED (recorded ${r.previous!.join(', ')})`
+                  : r.status === TrustStatus.FAILED
+                    ? `FAILED ${r.error!.code}: ${r.error!.message}`
+                    : r.status,
+              ]),
+            ),
           );
-          r.recorded = true;
+          for (const r of results) if (r.error?.hint) say(`${r.node}: hint: ${r.error.hint}\n`);
         }
-        say(`recorded ${pending.length} host key(s) in ${files.knownHostsFile}\n`);
-      } else if (pending.length) {
-        say(
-          `not recorded: compare the fingerprints with each node's console (ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub), then run again with --yes\n`,
-        );
-      }
-      if (opts.json) {
-        out(
-          JSON.stringify(
-            results.map(({ exit: _exit, ...r }) => {
-              const { offered: _offered, ...rest } = r as TrustResult & { offered?: PublicKey };
-              return rest;
-            }),
-            null,
-            2,
-          ) + '\n',
-        );
-      }
-      const failed = results.filter((r) => r.status === TrustStatus.FAILED);
-      if (failed.length) {
-        const codes = new Set(failed.map((r) => r.exit));
-        process.exitCode = codes.size === 1 ? [...codes][0]! : ExitCode.REMOTE;
-      }
-    });
+        let accept = Boolean(opts.yes);
+        if (pending.length && !accept && !opts.json && interactive()) {
+          accept = await confirm(`Record ${pending.length} host key(s) in ${files.knownHostsFile}? [y/N] `);
+        }
+        if (pending.length && accept) {
+          for (const r of pending) {
+            recordHostKey(
+              files.knownHostsFile,
+              r.address,
+              port,
+              (r as TrustResult & { offered: PublicKey }).offered.blob,
+            );
+            r.recorded = true;
+          }
+          say(`recorded ${pending.length} host key(s) in ${files.knownHostsFile}\n`);
+        } else if (pending.length) {
+          say(
+            `not recorded: compare the fingerprints with each node's console (ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub), then run again with --yes\n`,
+          );
+        }
+        if (opts.json) {
+          out(
+            JSON.stringify(
+              results.map(({ exit: _exit, ...r }) => {
+                const { offered: _offered, ...rest } = r as TrustResult & { offered?: PublicKey };
+                return rest;
+              }),
+              null,
+              2,
+            ) + '\n',
+          );
+        }
+        const failed = results.filter((r) => r.status === TrustStatus.FAILED);
+        if (failed.length) {
+          const codes = new Set(failed.map((r) => r.exit));
+          process.exitCode = codes.size === 1 ? [...codes][0]! : ExitCode.REMOTE;
+        }
+      }),
+    );
 }

@@ -34,6 +34,7 @@ import { eventSink, nodeSessions } from './node-sessions.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
 import { out, printIssues } from './output.js';
 import { runWithProgress } from './progress.js';
+import { withRunLock } from './run-lock.js';
 
 export { formatUpgradeReport } from '../upgrade/report.js';
 
@@ -308,5 +309,9 @@ export function registerUpgrade(program: Command): void {
     .option('--resume', 'go on with the open run after a failure or a crash (actions done are not done again)')
     .option('--continue', 'go on with the open run past the pause it stopped at')
     .option('--json', 'stable JSON for tools')
-    .action(async (opts: UpgradeOpts) => void (await runUpgrade(opts)));
+    // --plan acts on nothing: it runs beside a run in progress
+    .action(
+      async (opts: UpgradeOpts) =>
+        void (await (opts.plan ? runUpgrade(opts) : withRunLock(opts.inventory, () => runUpgrade(opts)))),
+    );
 }

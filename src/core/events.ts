@@ -109,6 +109,19 @@ export type StackctlEvent =
       readonly to: string;
       readonly state: 'started' | 'completed' | 'failed' | 'timeout';
       readonly ms: number;
+    }
+  | {
+      /** The run lock was taken over from a run that had died (src/core/lock.ts). */
+      readonly kind: 'lock.taken-over';
+      /** The lock file. */
+      readonly lock: string;
+      /** The dead holder: pid, host, command line (no secrets) and since when. */
+      readonly pid: number;
+      readonly host: string;
+      readonly command: string;
+      readonly since: string;
+      /** Why it counts as dead. */
+      readonly reason: string;
     };
 
 export type EventKind = StackctlEvent['kind'];
@@ -143,6 +156,8 @@ export const EVENT_FORMAT: { readonly [K in EventKind]: (e: Extract<StackctlEven
   'run.action': (e) =>
     `${e.phase} ${e.action} ${e.subject}: ${e.state}${e.detail ? ` (${e.detail})` : ''}` +
     (e.ms ? ` ${(e.ms / 1000).toFixed(1)} s` : ''),
+  'lock.taken-over': (e) =>
+    `took over the run lock ${e.lock} left by '${e.command}' (pid ${e.pid} on host ${e.host}, since ${e.since}): ${e.reason}`,
   'upgrade.migration': (e) =>
     `server ${e.server} ${e.from} -> ${e.to || '?'}: ${e.state}` + (e.ms ? ` ${(e.ms / 1000).toFixed(1)} s` : ''),
 };

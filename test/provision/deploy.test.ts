@@ -81,6 +81,7 @@ function setup(): { deps: DeployDeps; machine: InMemoryMachine; nodes: NodeState
   const nodes = NodeStateStore.open(join(dir, `${tokens}-lab.nodes.json`), {
     now: () => new Date(clock),
     write: (f, t) => void files.set(f, t),
+    read: (f) => files.get(f),
   });
   const machine = new InMemoryMachine({ name: NODE });
   const knownHosts = join(dir, `${tokens}-lab.known_hosts`);
