@@ -366,7 +366,8 @@ function digestOf(token: string): Buffer {
  * Single use: an armed node's boot script is served once, to the node's
  * address; a deploy command holding a Secret is served once; any other
  * command is served again (a truncated read is retried) until the agent's
- * next call shows it has it. Everything else asked twice gets 403.
+ * next call shows it has it. What these rules refuse gets 403 and a
+ * `pxe.refused` event; boot files (`/files/`) are served to anyone.
  */
 export class BootServer {
   readonly #server: Server;
@@ -718,8 +719,9 @@ export class BootServer {
     this.#touch(armed, 'command');
     const text = armed.command ? renderAgentCommand(armed.command, `${this.url}/files`) : 'wait\nend\n';
     if (armed.command) armed.commandServed = true;
-    if (first)
+    if (first) {
       this.#events.emit({ kind: 'pxe.agent-command', node: node.name, command: armed.command?.kind ?? 'wait' });
+    }
     // the answer may carry secrets: no caches in between
     send(res, 200, text, { 'Cache-Control': 'no-store' });
   }

@@ -364,6 +364,26 @@ describe('reconcileUndeploy', () => {
   });
 });
 
+describe('cleaning in an arming gone suspect', () => {
+  it('does not make the node available on a "cleaned" result when its boot script was asked for twice', async () => {
+    const t = setup();
+    t.nodes.apply(NODE, 'deploy');
+    t.nodes.apply(NODE, 'done', 'deployed');
+    startUndeploy(t.deps, NODE);
+    await reconcileUndeploy(t.deps, TARGET);
+    await reconcileUndeploy(t.deps, TARGET);
+    expect((await script()).status).toBe(200);
+    expect((await script()).status).toBe(403);
+    const message = 'wiped the partition tables and ends of: /dev/vda';
+    expect((await agent('POST', 'result', { status: 'ok', step: 'clean', message })).status).toBe(202);
+    await t.machine.powerOff();
+    const step = await reconcileUndeploy(t.deps, TARGET);
+    expect(step).toMatchObject({ state: 'clean failed', dirty: false, error: { code: 'E_BOOT_TOKEN_EXPOSED' } });
+    expect(step.error?.message).toMatch(/the clean stopped before trusting anything the node reported$/);
+    expect(server.isArmed(NODE)).toBe(false);
+  });
+});
+
 describe('provisionNodes', () => {
   it('leaves a node whose BMC does not answer in its state, with a clear error', async () => {
     const t = setup();
