@@ -336,7 +336,7 @@ export function registerProvision(nodes: Command): void {
   common(nodes.command('provision'))
     .description(
       'write the host OS image to each node (manageable nodes are cleaned first) and boot it: -> active; ' +
-        'then log in by SSH with the host key stackctl generated for the node',
+        'then log in by SSH with the host key the node made and reported during the deploy',
     )
     .option('--no-ssh-check', 'do not prove SSH access after the deploy')
     .option('--ssh-timeout <seconds>', 'disk boot to SSH answering, per node', String(SSH_CHECK_TIMEOUT_MS / 1000))

@@ -1,8 +1,11 @@
 /**
  * `stackctl nodes trust`: fetch each node's SSH host key, show its SHA256
  * fingerprint, and record it in `<inventory>.known_hosts` only when the
- * operator says so (`--yes`, or "y" at a terminal prompt). Also creates
- * stackctl's SSH key `<inventory>.ssh/id_ed25519` when it is missing.
+ * operator says so (`--yes`, or "y" at a terminal prompt). A key that differs
+ * from the recorded one is never taken on that: only
+ * `--replace-changed-key NODE` replaces it, node by node; otherwise it is an
+ * error showing both fingerprints and that flag. Also creates stackctl's SSH
+ * key `<inventory>.ssh/id_ed25519` when it is missing.
  */
 import { createInterface } from 'node:readline/promises';
 import type { Command } from 'commander';
@@ -10,8 +13,10 @@ import pLimit from 'p-limit';
 import { ExitCode, RemoteError, UsageError, summarizeFailure, type ExitCode as Exit } from '../core/errors.js';
 import {
   DEFAULT_SSH_USER,
+  HostKeyVerdict,
   ensureClientKey,
   fetchHostKey as defaultFetchHostKey,
+  hostKeyError,
   knownHostName,
   recordHostKey,
   recordedKeys,
@@ -34,7 +39,7 @@ export const TrustStatus = {
   NEW: 'new',
   /** Already recorded: nothing to do. */
   KNOWN: 'known',
-  /** A different key is recorded: reinstalled node, or someone in between. */
+  /** A different key is recorded: reinstalled node, or someone in between. Replaced only with --replace-changed-key. */
   CHANGED: 'changed',
   /** The node could not be asked. */
   FAILED: 'failed',
@@ -59,6 +64,7 @@ interface TrustResult {
 type TrustOpts = CommonOpts &
   SelectOptions & {
     yes?: boolean;
+    replaceChangedKey?: string[];
     json?: boolean;
     sshPort: string;
     sshUser: string;
@@ -110,7 +116,11 @@ export function registerTrust(nodes: Command, deps: TrustDeps = {}): void {
     .option('--node <name...>', 'these nodes (repeatable)')
     .option('--role <role>', 'every node of this role')
     .option('--all', 'every node of the inventory')
-    .option('--yes', 'record the keys shown without asking')
+    .option('--yes', 'record the new keys shown without asking (never replaces a changed key)')
+    .option(
+      '--replace-changed-key <name...>',
+      "replace this node's recorded key by the one it offers now (repeatable; compare the new fingerprint with the node's console first)",
+    )
     .option('--ssh-port <port>', 'SSH port of the nodes', '22')
     .option('--ssh-user <user>', 'SSH user (for messages; no login happens)', DEFAULT_SSH_USER)
     .option('--timeout <ms>', 'connect timeout per node', '10000')
@@ -123,6 +133,15 @@ export function registerTrust(nodes: Command, deps: TrustDeps = {}): void {
         const timeoutMs = positiveInt(opts.timeout, '--timeout', 600_000);
         const all = loadAll(opts);
         const names = selectNodes(all, opts);
+        const replace = new Set(opts.replaceChangedKey ?? []);
+        const strays = [...replace].filter((n) => !names.includes(n));
+        if (strays.length) {
+          throw new UsageError(
+            'E_NODE_SELECTION',
+            `--replace-changed-key names ${strays.map((n) => `'${n}'`).join(', ')}, not among the nodes selected`,
+            { hint: `Select the node too, e.g. --node ${strays[0]} --replace-changed-key ${strays[0]}.` },
+          );
+        }
         const files = sshFilesFor(all.inventoryFile);
         const key = ensureClientKey(files.privateKeyFile);
         if (key.created) {
@@ -150,6 +169,20 @@ export function registerTrust(nodes: Command, deps: TrustDeps = {}): void {
                 else if (before.length) {
                   r.status = TrustStatus.CHANGED;
                   r.previous = before.map((k) => k.fingerprint);
+                  if (!replace.has(name)) {
+                    // shown, never recorded: the error carries both fingerprints and the one flag that replaces it
+                    const { exit, ...error } = summarizeFailure(
+                      hostKeyError(
+                        { verdict: HostKeyVerdict.CHANGED, offered, recorded: before },
+                        name,
+                        address,
+                        port,
+                        opts.inventory,
+                      ),
+                    );
+                    r.error = error;
+                    r.exit = exit;
+                  }
                 } else r.status = TrustStatus.NEW;
                 return Object.assign(r, { offered });
               } catch (e) {
@@ -162,7 +195,8 @@ export function registerTrust(nodes: Command, deps: TrustDeps = {}): void {
           ),
         );
 
-        const pending = results.filter((r) => r.status === TrustStatus.NEW || r.status === TrustStatus.CHANGED);
+        const pending = results.filter((r) => r.status === TrustStatus.NEW);
+        const replacing = results.filter((r) => r.status === TrustStatus.CHANGED && replace.has(r.node));
         // Show first, always: the operator compares these with the nodes' consoles before trusting.
         if (!opts.json) {
           out(
@@ -181,11 +215,33 @@ export function registerTrust(nodes: Command, deps: TrustDeps = {}): void {
               ]),
             ),
           );
-          for (const r of results) if (r.error?.hint) say(`${r.node}: hint: ${r.error.hint}\n`);
+          for (const r of results) {
+            // a FAILED row already shows its message; a changed key's is the warning itself
+            if (r.status === TrustStatus.CHANGED && r.error) say(`${r.node}: ${r.error.code}: ${r.error.message}\n`);
+            if (r.error?.hint) say(`${r.node}: hint: ${r.error.hint}\n`);
+          }
+        }
+        for (const r of results) {
+          if (replace.has(r.node) && (r.status === TrustStatus.NEW || r.status === TrustStatus.KNOWN)) {
+            say(`${r.node}: --replace-changed-key: its key is ${r.status}, not changed: nothing to replace\n`);
+          }
+        }
+        // named one by one on the command line: that is the operator's word for each of them
+        for (const r of replacing) {
+          recordHostKey(
+            files.knownHostsFile,
+            r.address,
+            port,
+            (r as TrustResult & { offered: PublicKey }).offered.blob,
+          );
+          r.recorded = true;
+          say(
+            `${r.node}: replaced host key ${r.previous!.join(', ')} by ${r.fingerprint} in ${files.knownHostsFile}\n`,
+          );
         }
         let accept = Boolean(opts.yes);
         if (pending.length && !accept && !opts.json && interactive()) {
-          accept = await confirm(`Record ${pending.length} host key(s) in ${files.knownHostsFile}? [y/N] `);
+          accept = await confirm(`Record ${pending.length} new host key(s) in ${files.knownHostsFile}? [y/N] `);
         }
         if (pending.length && accept) {
           for (const r of pending) {
@@ -215,7 +271,7 @@ export function registerTrust(nodes: Command, deps: TrustDeps = {}): void {
             ) + '\n',
           );
         }
-        const failed = results.filter((r) => r.status === TrustStatus.FAILED);
+        const failed = results.filter((r) => r.exit !== undefined);
         if (failed.length) {
           const codes = new Set(failed.map((r) => r.exit));
           process.exitCode = codes.size === 1 ? [...codes][0]! : ExitCode.REMOTE;

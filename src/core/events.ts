@@ -62,6 +62,17 @@ export type StackctlEvent =
   | { readonly kind: 'pxe.unknown-mac'; readonly mac: string; readonly path: string }
   | { readonly kind: 'pxe.agent-command'; readonly node: string; readonly command: string }
   | {
+      /** The boot server refused a node's boot script or agent call: wrong client address, or asked twice. */
+      readonly kind: 'pxe.refused';
+      readonly node: string;
+      readonly mac: string;
+      /** The address the request came from. */
+      readonly client: string;
+      /** `boot script` or the agent endpoint (command, heartbeat, result, introspection). */
+      readonly asked: string;
+      readonly reason: string;
+    }
+  | {
       readonly kind: 'provision.phase';
       readonly node: string;
       /** power-on-to-agent, image-transfer, write-verify, reboot-to-ssh, clean, ... */
@@ -146,6 +157,7 @@ export const EVENT_FORMAT: { readonly [K in EventKind]: (e: Extract<StackctlEven
   'pxe.agent-report': (e) => `${e.node}: agent reported ${e.endpoint}`,
   'pxe.unknown-mac': (e) => `boot script asked for unknown MAC ${e.mac} (${e.path})`,
   'pxe.agent-command': (e) => `${e.node}: agent called in, command ${e.command}`,
+  'pxe.refused': (e) => `${e.node} (MAC ${e.mac}): refused the ${e.asked} to ${e.client}: ${e.reason}`,
   'provision.phase': (e) => `${e.node}: ${e.phase} ${(e.ms / 1000).toFixed(1)} s`,
   'provision.done': (e) =>
     `${e.node}: ${e.action} ${e.ok ? 'done' : `failed: ${e.reason}`} in ${(e.ms / 1000).toFixed(1)} s, ` +

@@ -182,13 +182,14 @@ function enteredAt(record: NodeRecord, state: NodeState): number | undefined {
   return undefined;
 }
 
-/** Arm a new token, boot from the network once, power cycle. Each step may be repeated. */
+/** Boot from the network once, power off, arm a new token, power on. Each step may be repeated. */
 async function bootRamdisk(deps: InspectDeps, node: string): Promise<void> {
-  deps.boot.arm(node, 'inspect');
   const bmc = deps.power(node);
   await bmc.setBootDevice('pxe', { persistent: false });
   // a node already on (an earlier attempt, an OS) must boot again to pick the network up
   if ((await bmc.powerState()) === 'on') await bmc.powerOff();
+  // armed while off: a node still running could fetch the boot script, which is served once
+  deps.boot.arm(node, 'inspect');
   await bmc.powerOn();
 }
 

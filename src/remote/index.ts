@@ -33,7 +33,15 @@ export type {
 } from './docker.js';
 export { localEngine, remoteEngine } from './docker.js';
 export { ensureClientKey, generateEd25519, parsePublicKey, type PublicKey } from './keys.js';
-export { checkHostKey, knownHostName, recordHostKey, recordedKeys, HostKeyVerdict } from './known-hosts.js';
+export {
+  checkHostKey,
+  hostKeyError,
+  knownHostName,
+  recordHostKey,
+  recordedKeys,
+  replaceKeyCommand,
+  HostKeyVerdict,
+} from './known-hosts.js';
 export { SshPool, fetchHostKey, type ExecOptions, type ExecResult, type RemoteCommand, type SshTarget } from './ssh.js';
 export { SftpTransfer, type FileTransfer, type UploadOptions, type UploadSource } from './transfer.js';
 

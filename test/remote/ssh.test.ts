@@ -186,6 +186,11 @@ describe('strict host-key checking', () => {
       expect(err.message).toContain(oldPrint);
       expect(err.message).toContain(sshKeygenFingerprint(newKey));
       expect(err.details).toMatchObject({ offered: sshKeygenFingerprint(newKey), recorded: [oldPrint] });
+      // the way out names the node and the one flag that replaces a changed key, never --yes
+      expect(err.hint).toContain(
+        `run 'stackctl nodes trust -i INVENTORY --node ${t2.node} --ssh-port ${second.port} --replace-changed-key ${t2.node}'`,
+      );
+      expect(err.hint).not.toMatch(/run '[^']*--yes'/);
     } finally {
       await second.stop();
     }
