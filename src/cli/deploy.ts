@@ -22,6 +22,7 @@ export interface DeployOpts extends CommonOpts, DeployNodesOpts {
   steps?: string;
   concurrency?: string;
   failureBudget?: string;
+  taskTimeout?: string;
   json?: boolean;
 }
 
@@ -59,6 +60,7 @@ export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps
   }
   const concurrency = positiveInt(o.concurrency ?? '8', '--concurrency', 1, 256);
   const budget = positiveInt(o.failureBudget ?? '0', '--failure-budget', 0, 100);
+  const taskTimeoutS = positiveInt(o.taskTimeout ?? '600', '--task-timeout', 10, 86_400);
   const { effective: plan, rendered } = planOf(all);
   const services = o.services
     ?.split(',')
@@ -136,7 +138,18 @@ export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps
     try {
       report = await executeDeploy(
         deployPlan,
-        { connect, rendered, journal, emit, runner, secret, catalog: all.catalog, clusterCheck, signal: stop.signal },
+        {
+          connect,
+          rendered,
+          journal,
+          emit,
+          runner,
+          secret,
+          catalog: all.catalog,
+          clusterCheck,
+          signal: stop.signal,
+          quietTimeoutMs: taskTimeoutS * 1000,
+        },
         { concurrency, failureBudgetPercent: budget },
       );
     } finally {
@@ -198,6 +211,11 @@ export function registerDeploy(program: Command): void {
     .option('--steps <range>', 'only these steps, e.g. 1-5, 2, 2,4')
     .option('--concurrency <n>', 'nodes worked on at once within a step', '8')
     .option('--failure-budget <percent>', "abort when a role's failed share of nodes exceeds this", '0')
+    .option(
+      '--task-timeout <seconds>',
+      'a run-once task (db sync...) that writes nothing to its log for this long is reported stuck and left running',
+      '600',
+    )
     .option('--json', 'JSON-lines events and report on stdout')
     // a dry run changes nothing: it runs beside a deploy in progress
     .action(

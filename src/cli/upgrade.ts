@@ -51,6 +51,7 @@ export interface UpgradeOpts extends CommonOpts {
   continue?: boolean;
   json?: boolean;
   checkImages?: string | boolean;
+  taskTimeout?: string;
 }
 
 function wholeNumber(text: string | undefined, what: string): number | undefined {
@@ -205,6 +206,7 @@ export async function runUpgrade(
     }
   }
 
+  const quietTimeoutMs = (wholeNumber(o.taskTimeout, '--task-timeout') ?? 600) * 1000;
   const sessions = nodeSessions(all);
   const connect = sessions.connect;
   const visible = deps.tty && !o.json;
@@ -247,7 +249,8 @@ export async function runUpgrade(
       }),
       targetWork: (node, container) => targetWorks.get(`${node}/${container}`),
       currentWork: (node, container) => currentWorks.get(`${node}/${container}`),
-      oneOff: oneOffRunner({ cloud: targetDeploy.cloud, run: journal.run, connect, now, sleep }),
+      oneOff: oneOffRunner({ cloud: targetDeploy.cloud, run: journal.run, connect, now, sleep, quietTimeoutMs }),
+      quietTimeoutMs,
       emit,
       now,
       sleep,
@@ -308,6 +311,10 @@ export function registerUpgrade(program: Command): void {
     .option('--check-images [registry]', "with --plan: ask the registry (default: the plan's) for every target image")
     .option('--resume', 'go on with the open run after a failure or a crash (actions done are not done again)')
     .option('--continue', 'go on with the open run past the pause it stopped at')
+    .option(
+      '--task-timeout <seconds>',
+      'a migration or check that writes nothing to its log for this long is reported stuck and left running (default 600)',
+    )
     .option('--json', 'stable JSON for tools')
     // --plan acts on nothing: it runs beside a run in progress
     .action(

@@ -52,8 +52,9 @@ export interface EngineContext extends EngineBase {
   currentWork(node: string, container: string): ContainerWork | undefined;
   /**
    * Run a one-off container on `node` that borrows `work`'s definition (volumes,
-   * configs, network) with `image` and `command`; removes it afterwards. Bounded by
-   * `timeoutMs` (default 10 min).
+   * configs, network) with `image` and `command`; removes it once it ended. It may run as
+   * long as it writes to its log: quiet for `timeoutMs` (default: the run's quietTimeoutMs),
+   * it is reported stuck and left running for a resumed run to wait for.
    */
   oneOff(
     node: string,
@@ -64,6 +65,8 @@ export interface EngineContext extends EngineBase {
   ): Promise<OneOffResult>;
   /** The run's id (names the folder of its backups). */
   readonly run?: string;
+  /** How long a task or one-off container may go without a new log line (--task-timeout). */
+  readonly quietTimeoutMs?: number;
   /** service -> path of its latest database backup on its node, filled by the backup action. */
   readonly backups?: Map<string, string>;
 }

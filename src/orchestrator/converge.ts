@@ -38,6 +38,12 @@ export interface Observation {
   readonly done: ReadonlySet<string>;
   /** Nodes that could not be looked at, with the error. */
   readonly unreachable: ReadonlyMap<string, unknown>;
+  /**
+   * `node/container` -> why a container the deploy leaves alone (its hash is the plan's) is not well:
+   * Docker restarting it or its health check failing. A deploy does not call such a cloud converged:
+   * it gates their health, and fails with their log when they do not recover.
+   */
+  readonly unwell?: ReadonlyMap<string, string>;
 }
 
 /** The identity of a run-once work. */
@@ -213,6 +219,21 @@ export function planConverge(plan: DeployPlan, obs: Observation, catalog: Conver
         applied.add(service);
       }
     }
+    // Left alone but not well (a crash loop, a failing health check): the step waits for their health.
+    for (const n of nodes) {
+      const sick = [
+        ...new Set(
+          n.containers
+            .filter(
+              (c) =>
+                obs.unwell?.has(`${n.node}/${c.name}`) &&
+                !apply.some((a) => a.kind === 'ensure' && a.node === n.node && a.services.includes(c.service)),
+            )
+            .map((c) => c.service),
+        ),
+      ].filter((sv) => !rollingOn(sv, n.node));
+      if (sick.length) apply.push({ kind: 'health', node: n.node, services: sick });
+    }
     if (apply.length)
       out.push({
         id: `step:${st.step}:apply`,
@@ -367,7 +388,7 @@ export function predictions(plan: DeployPlan, obs: Observation): Prediction[] {
             object: 'container',
             name: c.name,
             action: d.action,
-            detail: d.changed.join(', '),
+            detail: d.changed.join(', ') || obs.unwell?.get(`${nw.node}/${c.name}`) || '',
           });
       }
     }

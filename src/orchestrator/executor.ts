@@ -79,6 +79,8 @@ export interface ExecutorDeps {
   readonly now?: () => number;
   readonly sleep?: (ms: number) => Promise<void>;
   readonly signal?: AbortSignal;
+  /** How long a run-once task may go without a new log line before it is reported stuck. */
+  readonly quietTimeoutMs?: number;
 }
 
 /** Options of a deploy. */
@@ -122,6 +124,7 @@ async function observeNode(
   configs: ConfigDiff[];
   images: [string, boolean][];
   done: string[];
+  unwell: [string, string][];
 }> {
   const works: ContainerWork[] = [];
   const configs = [];
@@ -134,7 +137,16 @@ async function observeNode(
         taskImages.push(...n.images);
       }
   const containers: ContainerDiff[] = [];
-  for (const w of works) containers.push(diffContainer(w, await access.docker.inspectContainer(w.name)));
+  const unwell: [string, string][] = [];
+  for (const w of works) {
+    const info = await access.docker.inspectContainer(w.name);
+    const d = diffContainer(w, info);
+    containers.push(d);
+    if (d.action === ContainerAction.UNCHANGED && info) {
+      if (info.state.status === 'restarting') unwell.push([w.name, `restarting (${info.restartCount} restart(s))`]);
+      else if (info.state.health === 'unhealthy') unwell.push([w.name, 'health check failing']);
+    }
+  }
   let sums = new Map<string, string>();
   if (configs.length) {
     const r = await access.exec(['sha256sum', '--', ...configs.map((c) => c.dest)], {
@@ -149,7 +161,7 @@ async function observeNode(
   for (const st of plan.steps)
     for (const w of st.runOnce)
       if (w.node === node && (await markerOf(access, w)) === workHash(w, secret)) done.push(runOnceKey(w));
-  return { containers, configs: configs.map((c) => diffConfig(c, sums.get(c.dest))), images, done };
+  return { containers, configs: configs.map((c) => diffConfig(c, sums.get(c.dest))), images, done, unwell };
 }
 
 /** Look at every node of the plan (at most `concurrency` at once); a node that cannot be read is noted. */
@@ -169,6 +181,7 @@ export async function observe(
   const images = new Map<string, boolean>();
   const done = new Set<string>();
   const unreachable = new Map<string, unknown>();
+  const unwell = new Map<string, string>();
   const secret = deps.secret ?? (() => undefined);
   await mapLimit(nodes, concurrency, async (node) => {
     try {
@@ -177,11 +190,12 @@ export async function observe(
       for (const c of o.configs) configs.set(`${node}/${c.work.dest}`, c);
       for (const [i, present] of o.images) images.set(`${node}/${i}`, present);
       for (const k of o.done) done.add(k);
+      for (const [c, why] of o.unwell) unwell.set(`${node}/${c}`, why);
     } catch (err) {
       unreachable.set(node, err);
     }
   });
-  return { containers, configs, images, done, unreachable };
+  return { containers, configs, images, done, unreachable, unwell };
 }
 
 /** What a deploy would do, from real state; no side effects. */
@@ -210,7 +224,15 @@ function contextOf(plan: DeployPlan, deps: ExecutorDeps, journalRun: string): En
     secret: (n) => deps.secret?.(n),
     targetWork: (node, c) => works.get(`${node}/${c}`),
     currentWork: (node, c) => works.get(`${node}/${c}`),
-    oneOff: oneOffRunner({ cloud: plan.cloud, run: journalRun, connect: deps.connect, now, sleep }),
+    oneOff: oneOffRunner({
+      cloud: plan.cloud,
+      run: journalRun,
+      connect: deps.connect,
+      now,
+      sleep,
+      ...(deps.quietTimeoutMs ? { quietTimeoutMs: deps.quietTimeoutMs } : {}),
+    }),
+    ...(deps.quietTimeoutMs ? { quietTimeoutMs: deps.quietTimeoutMs } : {}),
     emit: deps.emit,
     now,
     sleep,
@@ -236,7 +258,8 @@ export async function executeDeploy(
   // Look first: nothing changes until every node was read.
   const obs = await observe(plan, deps, concurrency);
   const firstStep = (node: string): number =>
-    plan.steps.find((st) => st.nodes.some((n) => n.node === node) || st.runOnce.some((w) => w.node === node))?.step ?? 0;
+    plan.steps.find((st) => st.nodes.some((n) => n.node === node) || st.runOnce.some((w) => w.node === node))?.step ??
+    0;
   const observeFailures: Failure[] = [...obs.unreachable].map(([node, err]) => {
     const step = firstStep(node);
     const f = failureOf(err, { step, node, path: `step ${step}/${node}/observe` }, FailureClass.RETRYABLE);
@@ -276,7 +299,16 @@ export async function executeDeploy(
     for (const n of st.nodes)
       for (const c of n.containers)
         if (obs.containers.get(`${n.node}/${c.name}`)?.action === ContainerAction.UNCHANGED)
-          emit({ kind: 'deploy.change', step: st.step, node: n.node, object: 'container', name: c.name, action: 'unchanged', detail: '', ms: 0 });
+          emit({
+            kind: 'deploy.change',
+            step: st.step,
+            node: n.node,
+            object: 'container',
+            name: c.name,
+            action: 'unchanged',
+            detail: obs.unwell?.get(`${n.node}/${c.name}`) ?? '',
+            ms: 0,
+          });
   const ctx = contextOf(plan, deps, journal.run);
   const report = await runPhases(converge.phases, ctx, {
     handlers: { ...NODE_HANDLERS, 'cluster-check': deps.clusterCheck },

@@ -48,8 +48,14 @@ export const HANDLER_DEFAULTS = {
   stopTimeoutS: 10,
   /** Poll interval while waiting for health, a task or the load balancer. */
   pollMs: 500,
-  /** Deadline of a run-once task container. */
-  taskTimeoutMs: 10 * 60_000,
+  /**
+   * How long a run-once task or one-off container (db_sync, a migration) may go without a new line
+   * in its log before it is reported stuck; it is never killed for it (deploy --task-timeout,
+   * upgrade --task-timeout raise it).
+   */
+  quietTimeoutMs: 10 * 60_000,
+  /** How often a running task's log is looked at for progress. */
+  progressPollMs: 10_000,
   /** How long a service that is healthy on its node gets to answer through the load balancer's VIP. */
   frontendTimeoutMs: 90_000,
   /** Deadline of SSH commands that only read state. */
@@ -60,8 +66,6 @@ export const HANDLER_DEFAULTS = {
   drainGraceMs: 5_000,
   /** How long re-enabled servers get to be seen UP by the load balancer's checks. */
   enableTimeoutMs: 60_000,
-  /** Deadline of a one-off container (migration, upgrade check). */
-  oneOffTimeoutMs: 10 * 60_000,
   /** Deadline of a database dump. */
   backupTimeoutMs: 30 * 60_000,
   /** Where backups go on the database node: `<dir>/<run>/<service>-<time>.sql.gz`. */
@@ -377,6 +381,56 @@ export const ensure: Handler<Of<'ensure'>, EngineContext> = async (a, ctx, run) 
   return n ? `${n} change(s)` : 'unchanged';
 };
 
+/**
+ * Wait for a task or one-off container to end. It may run as long as it makes progress (a new
+ * line in its log within `quietMs`); one that goes quiet for longer is reported stuck, and left
+ * running: a re-run or `--resume` finds it and waits for it again (it is never killed or removed
+ * while it runs: a migration cut in the middle is worse than a slow one).
+ */
+async function waitToEnd(
+  access: NodeAccess,
+  name: string,
+  what: string,
+  o: {
+    readonly now: () => number;
+    readonly sleep: (ms: number) => Promise<void>;
+    readonly quietMs: number;
+    readonly signal?: AbortSignal;
+  },
+): Promise<{ code: number; log: string }> {
+  let lastLog = '';
+  let lastProgress = o.now();
+  let nextLook = o.now() + HANDLER_DEFAULTS.progressPollMs;
+  for (;;) {
+    const info = await access.docker.inspectContainer(name);
+    if (!info?.state.running) return { code: info?.state.exitCode ?? -1, log: await logTail(access, name) };
+    if (o.now() >= nextLook) {
+      nextLook = o.now() + HANDLER_DEFAULTS.progressPollMs;
+      const tail = await access.docker
+        .logs(name, { tail: 5 })
+        .then((l) => l.stdout + l.stderr)
+        .catch(() => lastLog);
+      if (tail !== lastLog) {
+        lastLog = tail;
+        lastProgress = o.now();
+      }
+    }
+    if (o.now() - lastProgress > o.quietMs || o.signal?.aborted) {
+      throw new TimeoutError(
+        'E_TASK_STUCK',
+        `${access.node}: ${name} (${what}) still runs and wrote nothing for ${Math.round(o.quietMs / 1000)} s`,
+        {
+          hint:
+            `It was left running. Look at 'docker logs ${name}' on ${access.node}; if it is working, run the command ` +
+            'again with --resume (it waits for it instead of starting another) and, for a slow one, a longer --task-timeout.',
+          details: { node: access.node, log: await logTail(access, name) },
+        },
+      );
+    }
+    await o.sleep(HANDLER_DEFAULTS.pollMs);
+  }
+}
+
 /** Where a run-once work's marker lives on its node. */
 export const markerFile = (w: RunOnceWork): string => `${MARKER_DIR}/${w.service}.${w.kind}.${w.name}`;
 
@@ -409,43 +463,54 @@ class TaskFailed extends RemoteError {
   }
 }
 
-/** A one-shot container from the task's borrowed container definition. */
+/**
+ * A one-shot container from the task's borrowed container definition. A killed run may have left
+ * this very task (its hash label) running: it is waited for, not started again; finished well, it
+ * is done. Anything else of that name is removed and the task runs afresh.
+ */
 async function runTask(
   ctx: EngineContext,
   access: NodeAccess,
   w: Extract<RunOnceWork, { kind: 'task' }>,
-): Promise<void> {
+): Promise<string> {
   const name = `stackctl-${w.service}-${w.name}`;
-  const base = containerSpec(ctx.targetDeploy.cloud, w.container);
-  await access.docker.removeContainer(name, { force: true }); // a leftover of a killed run
-  const { healthcheck: _h, ...rest } = base;
-  await access.docker.createContainer({
-    ...rest,
-    name,
-    command: w.command,
-    restart: 'no',
-    labels: { [LABEL.cloud]: ctx.targetDeploy.cloud, [LABEL.service]: w.service, [LABEL.hash]: w.hash },
+  const left = await access.docker.inspectContainer(name);
+  const ours = left !== undefined && left.labels[LABEL.hash] === w.hash;
+  const adopted =
+    ours && left.state.running
+      ? 'running'
+      : ours && left.state.status === 'exited' && left.state.exitCode === 0
+        ? 'finished'
+        : undefined;
+  if (!adopted) {
+    const base = containerSpec(ctx.targetDeploy.cloud, w.container);
+    await access.docker.removeContainer(name, { force: true }); // a failed or foreign leftover
+    const { healthcheck: _h, ...rest } = base;
+    await access.docker.createContainer({
+      ...rest,
+      name,
+      command: w.command,
+      restart: 'no',
+      labels: { [LABEL.cloud]: ctx.targetDeploy.cloud, [LABEL.service]: w.service, [LABEL.hash]: w.hash },
+    });
+    await access.docker.startContainer(name);
+  }
+  const r = await waitToEnd(access, name, `task ${w.service}/${w.name}`, {
+    now: ctx.now,
+    sleep: ctx.sleep,
+    quietMs: ctx.quietTimeoutMs ?? HANDLER_DEFAULTS.quietTimeoutMs,
+    ...(ctx.signal ? { signal: ctx.signal } : {}),
   });
-  await access.docker.startContainer(name);
-  const deadline = ctx.now() + HANDLER_DEFAULTS.taskTimeoutMs;
-  for (;;) {
-    const info = await access.docker.inspectContainer(name);
-    if (!info?.state.running) {
-      const code = info?.state.exitCode ?? -1;
-      if (code !== 0) {
-        const log = await logTail(access, name);
-        await access.docker.removeContainer(name, { force: true }).catch(() => undefined);
-        throw new TaskFailed(`${w.node}: task ${w.service}/${w.name} exited with ${code}`, log);
-      }
-      break;
-    }
-    if (ctx.now() > deadline) {
-      const log = await logTail(access, name);
-      throw new TaskFailed(`${w.node}: task ${w.service}/${w.name} still runs after its deadline`, log);
-    }
-    await ctx.sleep(HANDLER_DEFAULTS.pollMs);
+  if (r.code !== 0) {
+    await access.docker.removeContainer(name, { force: true }).catch(() => undefined);
+    throw new TaskFailed(`${w.node}: task ${w.service}/${w.name} exited with ${r.code}`, r.log);
   }
   await access.docker.removeContainer(name, { force: true });
+  return adopted === 'running'
+    ? 'started before a kill: waited for'
+    : adopted === 'finished'
+      ? 'ended well before a kill'
+      : '';
 }
 
 /** SQL string literal (single quotes, backslashes escaped). */
@@ -514,7 +579,7 @@ export const runOnce: Handler<Of<'run-once'>, EngineContext> = async (a, ctx, ru
   let detail = '';
   try {
     await run.effect(e, async () => {
-      if (w.kind === 'task') await runTask(ctx, access, w);
+      if (w.kind === 'task') detail = await runTask(ctx, access, w);
       else if (w.kind === 'database') await createDatabase(ctx, access, w);
       else {
         if (!ctx.targetDeploy.identity || !ctx.services.identity)
@@ -881,6 +946,8 @@ export interface OneOffDeps {
   readonly connect: (node: string) => NodeAccess;
   readonly now: () => number;
   readonly sleep: (ms: number) => Promise<void>;
+  /** How long it may go without a new log line (default HANDLER_DEFAULTS.quietTimeoutMs). */
+  readonly quietTimeoutMs?: number;
 }
 
 /**
@@ -919,29 +986,14 @@ export function oneOffRunner(deps: OneOffDeps): EngineContext['oneOff'] {
       });
       await access.docker.startContainer(name);
     }
-    const timeoutMs = opts.timeoutMs ?? HANDLER_DEFAULTS.oneOffTimeoutMs;
-    const deadline = deps.now() + timeoutMs;
-    try {
-      for (;;) {
-        const info = await access.docker.inspectContainer(name);
-        if (!info?.state.running)
-          return {
-            code: info?.state.exitCode ?? -1,
-            log: await logTail(access, name),
-            ...(adopted ? { adopted } : {}),
-          };
-        if (deps.now() > deadline) {
-          throw new TimeoutError(
-            'E_ONE_OFF_TIMEOUT',
-            `${node}: ${name} (${work.service}: ${command.join(' ')}) still runs after ${Math.round(timeoutMs / 1000)} s`,
-            { hint: 'Its log below says where it stands.', details: { log: await logTail(access, name) } },
-          );
-        }
-        await deps.sleep(HANDLER_DEFAULTS.pollMs);
-      }
-    } finally {
-      await access.docker.removeContainer(name, { force: true }).catch(() => undefined);
-    }
+    // A stuck one is left running (E_TASK_STUCK): --resume finds it by its label and waits again.
+    const r = await waitToEnd(access, name, `${work.service}: ${command.join(' ')}`, {
+      now: deps.now,
+      sleep: deps.sleep,
+      quietMs: opts.timeoutMs ?? deps.quietTimeoutMs ?? HANDLER_DEFAULTS.quietTimeoutMs,
+    });
+    await access.docker.removeContainer(name, { force: true }).catch(() => undefined);
+    return { code: r.code, log: r.log, ...(adopted ? { adopted } : {}) };
   };
 }
 

@@ -233,4 +233,14 @@ describe('planConverge', () => {
       [{ kind: 'run-once', node: first.node, service: first.service, work: first.kind, name: first.name }],
     ]);
   });
+
+  it('gates the health of a container left alone but not well: the deploy does not call the cloud converged', () => {
+    const plan = deployOf(3, 1);
+    const obs = { ...observed(plan, {}), unwell: new Map([['ctl-1/mariadb', 'restarting (12 restart(s))']]) };
+    const c = planConverge(plan, obs, catalog);
+    expect(ids(c.phases)).toEqual(['step:2:apply']);
+    expect(c.phases[0]!.steps[0]!.actions).toEqual([{ kind: 'health', node: 'ctl-1', services: ['mariadb'] }]);
+    const row = predictions(plan, obs).find((r) => r.node === 'ctl-1' && r.name === 'mariadb')!;
+    expect(row).toMatchObject({ action: 'unchanged', detail: 'restarting (12 restart(s))' });
+  });
 });

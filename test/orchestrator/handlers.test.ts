@@ -9,6 +9,7 @@ import {
   ensure,
   migrate,
   oneOffRunner,
+  runOnce,
   serverStatusOf,
   sessionsOf,
   stop,
@@ -463,5 +464,50 @@ describe("the engine's node actions", () => {
         scope,
       ),
     ).rejects.toMatchObject({ code: 'E_TARGET_MISSING' });
+  });
+
+  it('waits for a run-once task a killed run left running, instead of removing it and starting another', async () => {
+    const container = {
+      ...work('ctl-0', 'keystone', 'keystone', 'r/keystone:zed-1'),
+      definition: { name: 'keystone', image: 'keystone' },
+      inputs: { image: 'r/keystone:zed-1', options: '', configs: {} },
+    } as unknown as ContainerWork;
+    const task = {
+      kind: 'task' as const,
+      node: 'ctl-0',
+      service: 'keystone',
+      name: 'db-sync',
+      container,
+      command: ['keystone-manage', 'db_sync'],
+      hash: 'task-hash',
+    };
+    const target: DeployPlan = {
+      cloud: 'lab',
+      steps: [{ step: 3, title: 't', nodes: [], runOnce: [task] }],
+      unsupported: [],
+    };
+    const name = 'stackctl-keystone-db-sync';
+    const action = { kind: 'run-once', node: 'ctl-0', service: 'keystone', work: 'task', name: 'db-sync' } as const;
+    // this very task (its hash), still running: waited for
+    const left = recordingNode('ctl-0', {
+      leftover: { name, labels: { [LABEL.hash]: 'task-hash' }, polls: 3 },
+      exec: (argv) => ({ code: argv[0] === 'cat' ? 1 : 0, stdout: '', stderr: '' }),
+    });
+    const detail = await migrateFree(left.access, target, action);
+    expect(detail).toMatch(/started before a kill: waited for/);
+    expect(left.log.filter((l) => l.startsWith('create') || l.startsWith('start'))).toEqual([]);
+    expect(left.log.some((l) => l.includes('/var/lib/stackctl/done/keystone.task.db-sync'))).toBe(true);
+    // another task's leftover (another hash): removed, and the task runs afresh
+    const other = recordingNode('ctl-0', {
+      leftover: { name, labels: { [LABEL.hash]: 'older' }, polls: 1 },
+      exec: (argv) => ({ code: argv[0] === 'cat' ? 1 : 0, stdout: '', stderr: '' }),
+    });
+    await migrateFree(other.access, target, action);
+    expect(other.log.filter((l) => !l.startsWith('exec'))[0]).toBe(`remove ${name}`);
+    expect(other.log).toContain(`create ${name} r/keystone:zed-1 keystone-manage db_sync restart=no`);
+
+    async function migrateFree(access: NodeAccess, targetDeploy: DeployPlan, a: typeof action): Promise<string> {
+      return runOnce(a, contextOver({ 'ctl-0': access }, { targetDeploy }), scope);
+    }
   });
 });
