@@ -187,7 +187,11 @@ export function formatReport(r: DeployReport): string {
     if (f.log) s += `  last log lines:\n${f.log.replace(/^/gm, '    | ')}\n`;
   }
   if (r.aborted) {
-    s += r.aborted.host ? 'aborted in the host preparation, before step 1' : `aborted after step ${r.aborted.step}`;
+    s += r.aborted.observe
+      ? 'aborted before step 1 (looking at the nodes)'
+      : r.aborted.host
+        ? 'aborted in the host preparation, before step 1'
+        : `aborted after step ${r.aborted.step}`;
     s += r.aborted.roles.length
       ? `: failure budget exceeded by ${r.aborted.roles.map((t) => `${t.role} (${t.failed}/${t.nodes})`).join(', ')}\n`
       : `: ${r.aborted.reason ?? 'run-once work failed'}\n`;

@@ -107,6 +107,8 @@ export interface DeployReport {
     readonly step: number;
     readonly roles: RoleTally[];
     readonly host?: true;
+    /** Before step 1: nodes whose state could not be read exceed the budget. */
+    readonly observe?: true;
     readonly reason?: string;
   };
   /** The services whose APIs this deploy took down, and why (a service on one node, or not rolling). */
@@ -289,7 +291,7 @@ export async function executeDeploy(
       steps: [],
       changes: 0,
       failures: observeFailures,
-      aborted: { step: 0, roles: asRoles(unreached), host: true, reason: 'nodes could not be read' },
+      aborted: { step: 0, roles: asRoles(unreached), observe: true },
       outages: converge.outages,
     };
   }

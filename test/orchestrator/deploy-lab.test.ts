@@ -571,7 +571,9 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
 
           // The same failure with no budget: the step's apply phase never starts, on any node.
           const over = await lab.deploy({ services: 'memcached', roles: dir, failureBudget: '0' });
-          expect(over.text).toMatch(/aborted after step 2: failure budget exceeded by Controller \(1\/2\)/);
+          expect(over.text).toMatch(
+            /aborted before step 1 \(looking at the nodes\): failure budget exceeded by Controller \(1\/2\)/,
+          );
           expect(over.text).not.toMatch(/ctl-0: container memcached/);
         });
       } finally {
