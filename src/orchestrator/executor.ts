@@ -10,7 +10,6 @@
  * - Every side effect is journaled; the real state decides what to do, so
  *   re-runs and `--resume` do only what is left.
  */
-import { messageOf } from '../core/errors.js';
 import type { StackctlEvent } from '../core/events.js';
 import { mapLimit } from '../core/concurrency.js';
 import type { Secret } from '../core/secret.js';
@@ -427,6 +426,3 @@ function stripRun(f: RunFailure): Failure {
     ...(f.log ? { log: f.log } : {}),
   };
 }
-
-/** A short text of an observation error. */
-export const observeErrorText = (err: unknown): string => messageOf(err);

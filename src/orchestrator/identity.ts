@@ -113,7 +113,7 @@ export async function runIdentityWork(
 ): Promise<IdentityAction[]> {
   if (!identity) {
     throw new StackctlError('E_NO_IDENTITY', `${w.service}: registration needs Keystone, which this plan lacks`, {
-      hint: 'Deploy the keystone service (it is part of the Controller role).',
+      hint: 'Place the service that provides identity (provides.identity in its file) on a role of the inventory.',
     });
   }
   const { spec, secrets } = specOf(w, identity, secret);

@@ -6,6 +6,7 @@
  * asked whether it is whole, and which run OpenStack agents. The engine,
  * status and the upgrade read this and never a service's name.
  */
+import { InputError } from '../core/errors.js';
 import type { ClusterCheck, Service } from './schema.js';
 
 /** The cloud's load balancer: its container and admin socket. */
@@ -92,3 +93,14 @@ export const SINGLE_ROLES = [
   'image_store',
   'compute_api',
 ] as const;
+
+/**
+ * The binary of the agent whose nodes each run a hypervisor (the compute service an evacuation
+ * disables and enables); refused when no service file declares one.
+ */
+export function hypervisorBinary(roles: ServiceRoles): string {
+  for (const a of roles.agents.values()) if (a.hypervisor) return a.binary;
+  throw new InputError('E_NO_HYPERVISOR_AGENT', 'no service file declares an agent with hypervisor: true', {
+    hint: 'Declare agent: { binary: <its binary>, hypervisor: true } in the hypervisor service file (roles/services/).',
+  });
+}

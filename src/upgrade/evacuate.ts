@@ -10,6 +10,7 @@
  * disabled hosts of the batch, honours server groups (anti-affinity) and
  * claims resources in placement, which a forced host would bypass.
  */
+import { hypervisorBinary } from '../roles/service-roles.js';
 import { mapLimit } from '../core/concurrency.js';
 import { RemoteError, StackctlError, messageOf } from '../core/errors.js';
 import type { UpgradeContext } from './context.js';
@@ -40,7 +41,7 @@ export interface EvacuationSettings {
 }
 
 /** Every knob of the evacuation, with its default. */
-export const EVACUATION_DEFAULTS: EvacuationSettings = {
+export const EVACUATION_DEFAULTS: Omit<EvacuationSettings, 'binary'> = {
   /** Live migrations in flight at once (each copies an instance's memory over the network). */
   concurrency: 2,
   /** Deadline of one instance's live migration, from the request to ACTIVE on another host. */
@@ -49,8 +50,6 @@ export const EVACUATION_DEFAULTS: EvacuationSettings = {
   pollMs: 5_000,
   /** The reason `compute service list --long` shows on the disabled hosts. */
   disableReason: 'stackctl upgrade',
-  /** The compute service disabled and enabled. */
-  binary: 'nova-compute',
   /** 2.25+ lets Nova choose block or shared-storage migration (block_migration=auto); 2.30 is the brief's floor. */
   liveMigrationMicroversion: '2.30',
   /** A timed-out live migration is aborted (2.65: queued and preparing ones too); then it has this long to roll back. */
@@ -128,7 +127,7 @@ const MIGRATION_ABORTABLE = ['queued', 'preparing', 'running'];
 async function abortMigration(
   server: ServerRow,
   ctx: UpgradeContext,
-  o: EvacuationSettings,
+  o: Omit<EvacuationSettings, 'binary'>,
 ): Promise<{ readonly moved?: string; readonly note: string }> {
   const t0 = ctx.now();
   const grace = `${Math.round(o.abortGraceMs / 1000)} s`;
@@ -237,7 +236,7 @@ export interface MigrationOutcome {
 export async function migrateServer(
   server: ServerRow,
   ctx: UpgradeContext,
-  o: EvacuationSettings = EVACUATION_DEFAULTS,
+  o: Omit<EvacuationSettings, 'binary'> = EVACUATION_DEFAULTS,
 ): Promise<MigrationOutcome> {
   const t0 = ctx.now();
   const label = server.name || server.id;
@@ -356,7 +355,7 @@ export async function novaEvacuate(
   ctx: UpgradeContext,
   opts: EvacuationOptions = {},
 ): Promise<string> {
-  const o = { ...EVACUATION_DEFAULTS, ...opts };
+  const o: EvacuationSettings = { ...EVACUATION_DEFAULTS, binary: hypervisorBinary(ctx.services), ...opts };
   const t0 = ctx.now();
   const disabled: string[] = [];
   let movable: ServerRow[];
@@ -371,7 +370,7 @@ export async function novaEvacuate(
     ({ movable, staying } = await instancesOn(ctx.cloud, hosts, o.movableStates));
     if (movable.length) {
       const demands = await demandsOf(ctx.cloud, movable);
-      const receivers = await receivingHosts(ctx.cloud, hosts, o.allocationRatio);
+      const receivers = await receivingHosts(ctx.cloud, hosts, o.binary, o.allocationRatio);
       const verdict = evacuationCapacity(demands, receivers);
       if (!verdict.fits) throw new EvacuationCapacity(hosts, verdict, receivers);
     }
@@ -440,7 +439,7 @@ export async function novaUp(
   ctx: UpgradeContext,
   opts: EvacuationOptions = {},
 ): Promise<string> {
-  const o = { ...EVACUATION_DEFAULTS, ...opts };
+  const o: EvacuationSettings = { ...EVACUATION_DEFAULTS, binary: hypervisorBinary(ctx.services), ...opts };
   const rows = async (): Promise<Map<string, ServiceRow>> =>
     new Map(
       (JSON.parse(await ctx.cloud.openstack(EVACUATION_COMMANDS.services(o.binary))) as ServiceRow[]).map((r) => [
@@ -483,7 +482,7 @@ export async function novaEnable(
   ctx: UpgradeContext,
   opts: EvacuationOptions = {},
 ): Promise<string> {
-  const o = { ...EVACUATION_DEFAULTS, ...opts };
+  const o: EvacuationSettings = { ...EVACUATION_DEFAULTS, binary: hypervisorBinary(ctx.services), ...opts };
   const failed = await setEnabled(ctx, hosts, o);
   if (failed.length) {
     throw new RemoteError(

@@ -7,6 +7,7 @@
  * collection per upgrade context, shared by the checks); Nova's view and
  * the capacity from the OpenStack client of the context.
  */
+import { hypervisorBinary } from '../roles/service-roles.js';
 import { mapLimit } from '../core/concurrency.js';
 import { InputError, RemoteError, StackctlError, messageOf } from '../core/errors.js';
 import type { ContainerWork, DeployPlan } from '../orchestrator/planner.js';
@@ -140,7 +141,7 @@ export const NOVA_COMMANDS = {
   ],
   /** Every flavour, private ones too, with VCPUs, RAM, Disk, Ephemeral and Swap. */
   flavors: ['flavor', 'list', '--all', '--long', '-f', 'json'],
-  computeServices: ['compute', 'service', 'list', '--service', 'nova-compute', '-f', 'json'],
+  computeServices: (binary: string) => ['compute', 'service', 'list', '--service', binary, '-f', 'json'],
   /**
    * Hypervisors with their vCPU and memory statistics (`--long`, microversion ≤ 2.87).
    * NOTE: not `hypervisor show`: for microversions below 2.88 the client also asks the compute
@@ -166,7 +167,7 @@ function json(text: string, what: string): unknown {
       'E_OPENSTACK_CLIENT',
       `${what}: the client did not answer JSON: ${text.trim().slice(0, 200)}`,
       {
-        hint: 'Run the command by hand in the keystone container to see its output.',
+        hint: "Run the command by hand in the identity service's client container to see its output.",
       },
     );
   }
@@ -289,11 +290,12 @@ export async function demandsOf(cloud: CloudClient, servers: readonly ServerRow[
 export async function receivingHosts(
   cloud: CloudClient,
   exclude: readonly string[],
+  binary: string,
   ratio: Resources = CAPACITY_DEFAULTS.allocationRatio,
 ): Promise<HostCapacity[]> {
-  const services = list(await cloud.openstack(NOVA_COMMANDS.computeServices), 'compute service list');
+  const services = list(await cloud.openstack(NOVA_COMMANDS.computeServices(binary)), 'compute service list');
   const open = services
-    .filter((s) => str(s.Binary) === 'nova-compute' && str(s.Status) === 'enabled' && str(s.State) === 'up')
+    .filter((s) => str(s.Binary) === binary && str(s.Status) === 'enabled' && str(s.State) === 'up')
     .map((s) => str(s.Host))
     .filter((h) => !exclude.includes(h));
   const hypervisors = list(await cloud.openstack(NOVA_COMMANDS.hypervisors), 'hypervisor list');
@@ -588,7 +590,7 @@ const checkCapacity: Handler<'check-capacity'> = async (action, ctx) => {
   const stays = staying.length ? `; ${staying.length} instance(s) not running stay where they are` : '';
   if (!movable.length) return `${action.batch.join(', ')}: no running instance to move${stays}`;
   const demands = await demandsOf(ctx.cloud, movable);
-  const receivers = await receivingHosts(ctx.cloud, action.batch);
+  const receivers = await receivingHosts(ctx.cloud, action.batch, hypervisorBinary(ctx.services));
   const v = evacuationCapacity(demands, receivers);
   if (!v.fits) throw new EvacuationCapacity(action.batch, v, receivers);
   return (

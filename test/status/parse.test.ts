@@ -39,7 +39,7 @@ describe('Galera', () => {
       {
         severity: 'unhealthy',
         node: 'ctl-0',
-        subject: 'galera',
+        subject: 'cluster',
         message: 'replication is off (wsrep_on=0) in a cluster of 3',
       },
     ]);
