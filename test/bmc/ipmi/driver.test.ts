@@ -21,6 +21,11 @@ async function lab(
   return bmc;
 }
 
+/** Wait up to 500 ms for `done` (the BMC handles datagrams in a later turn of the event loop). */
+async function until(done: () => boolean): Promise<void> {
+  for (let i = 0; i < 50 && !done(); i++) await new Promise((r) => setTimeout(r, 10));
+}
+
 function driverFor(bmc: LabBmc, options: ConstructorParameters<typeof IpmiDriver>[1] = {}): IpmiDriver {
   const d = new IpmiDriver(bmc.target, { ...fast, ...options });
   cleanups.push(() => d.close());
@@ -115,8 +120,8 @@ describe('IpmiDriver against the virtual BMC', () => {
     const auth = err as AuthError;
     expect(auth.message).toMatch(/^authentication failed for node n1 at ipmi:\/\/127\.0\.0\.1:\d+/);
     expect(auth.hint).toMatch(/did not retry/);
-    await new Promise((r) => setTimeout(r, 30)); // the RAKP 3 error notice is not awaited by anyone
     // auth caps + cipher suites + open session + RAKP 1 + RAKP 3 (error notice): one attempt only
+    await until(() => bmc.server.counters.received >= 5); // the BMC reads it in a later turn of the event loop
     expect(bmc.server.counters.received).toBe(5);
     await expect(d.powerOn()).rejects.toBe(auth);
     expect(bmc.server.counters.received).toBe(5);
@@ -124,6 +129,19 @@ describe('IpmiDriver against the virtual BMC', () => {
     for (const text of [auth.message, auth.hint ?? '', JSON.stringify(auth), String(auth.stack)]) {
       expect(text).not.toContain('wrong-password');
     }
+  });
+
+  it('the RAKP 3 error notice reaches the BMC even when the driver is closed right after the failure', async () => {
+    const bmc = await lab('n1', {}, 'wrong-password');
+    const d = new IpmiDriver(bmc.target, { timeoutMs: 500 }); // owns its transport: close() closes the socket
+    const err = await d.powerState().catch((e: unknown) => e);
+    await d.close();
+    expect(err).toBeInstanceOf(AuthError);
+    // The BMC heard the notice: five datagrams, and it let go of the half-open session at once.
+    await until(() => bmc.server.sessionCount === 0);
+    expect(bmc.server.counters.received).toBe(5);
+    expect(bmc.server.sessionCount).toBe(0);
+    expect(d.counters.sent).toBe(5);
   });
 
   it('an unknown user is refused by the BMC (RAKP 2 unauthorized name) as an AuthError', async () => {
