@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { AuthError, RemoteError, TimeoutError } from '../../../src/core/errors.js';
 import { IpmiDriver } from '../../../src/bmc/ipmi/driver.js';
+import { Command, NetFn } from '../../../src/bmc/ipmi/message.js';
 import { Privilege } from '../../../src/bmc/ipmi/privilege.js';
 import { IpmiTransport, droppedTotal } from '../../../src/bmc/ipmi/transport.js';
 import { IpmiBmcServer } from '../../../src/lab/vbmc/ipmi/server.js';
@@ -232,6 +233,47 @@ describe('IpmiDriver against the virtual BMC', () => {
     expect(c.dropped.replay + c.dropped.unsolicited + c.dropped.unexpected).toBeGreaterThan(0);
     expect(droppedTotal(c)).toBeGreaterThan(20);
     expect(c.retransmits).toBe(0);
+  });
+
+  it('a power cycle whose answer is lost is retransmitted, and the machine cycles exactly once', async () => {
+    const lose = { netFn: NetFn.CHASSIS, cmd: Command.CHASSIS_CONTROL, count: 1 };
+    const bmc = await lab('n1', { faults: { loseReplies: lose } });
+    await bmc.machine.powerOn();
+    const d = driverFor(bmc, { timeoutMs: 100, retries: 3 });
+    await d.powerCycle();
+    expect(lose.count).toBe(0); // the first answer was lost...
+    expect(d.counters.retransmits).toBe(1); // ...so the request went out again
+    // The retransmission kept its rqSeq, the BMC knew it for a duplicate and answered from the first execution.
+    expect(bmc.machine.transitions).toEqual(['on', 'off', 'on']);
+  });
+
+  it('a power cycle in a reused session that never answers is not sent again in a new session', async () => {
+    const lose = { netFn: NetFn.CHASSIS, cmd: Command.CHASSIS_CONTROL, count: 1000 };
+    const bmc = await lab('n1', { faults: { loseReplies: lose } });
+    await bmc.machine.powerOn();
+    const d = driverFor(bmc, { timeoutMs: 60, retries: 2 });
+    expect(await d.powerState()).toBe('on'); // the session the cycle reuses
+    const err = await d.powerCycle().catch((e: unknown) => e);
+    expect(bmc.machine.transitions).toEqual(['on', 'off', 'on']);
+    expect(err).toBeInstanceOf(TimeoutError);
+    expect(err).toMatchObject({ code: 'E_IPMI_TIMEOUT', details: { node: 'n1' } });
+    expect((err as TimeoutError).message).toMatch(/Chassis Control \(power cycle\)/);
+    expect((err as TimeoutError).hint).toMatch(/did not send the command again/);
+    expect(bmc.server.sessionCount).toBe(1); // no second session was opened
+  });
+
+  it('a power cycle after the BMC forgot the reused session gets a fresh session and cycles once', async () => {
+    const bmc = await lab('n1');
+    await bmc.machine.powerOn();
+    const d = driverFor(bmc, { timeoutMs: 80, retries: 1 });
+    expect(await d.powerState()).toBe('on');
+    await bmc.server.close();
+    const again = new IpmiBmcServer({ backend: bmc.machine, username: 'admin', password: bmc.target.password });
+    await again.listen({ host: '127.0.0.1', port: bmc.port });
+    cleanups.push(() => again.close());
+    await d.powerCycle();
+    expect(bmc.machine.transitions).toEqual(['on', 'off', 'on']);
+    expect(again.counters.dropped.unknownSession).toBeGreaterThan(0); // the check in the old session went unanswered
   });
 
   it('re-establishes a session once when the BMC forgot it (BMC restarted)', async () => {
