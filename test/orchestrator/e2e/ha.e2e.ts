@@ -29,7 +29,7 @@ import {
 import { CLOUD_IMAGES, deployLab } from '../lab.js';
 
 const REGISTRY_PORT = 15001;
-const lab = deployLab('ha', '10.94', 900, { topology: '3ctl-2comp', registryPort: REGISTRY_PORT, bmcPort: 16230 });
+const lab = deployLab('ha', '10.94', 900, { topology: '3ctl-2comp', registryPort: REGISTRY_PORT, bmcPort: 16830 });
 const SERVICES = 'haproxy,keepalived,mariadb,rabbitmq,memcached,keystone';
 const CONTROLLERS = ['ctl-0', 'ctl-1', 'ctl-2'];
 const VIP = `${lab.prefix}.20.250`;
