@@ -29,6 +29,7 @@ import { provisionDeps, provisionNode, stageBootFiles, targetOf } from './nodes-
 import { bootNetwork, openSession, runBootServices, type BootOpts } from './nodes-session.js';
 import { table } from './output.js';
 import { runWithProgress } from './progress.js';
+import { RANGE, numberOption } from './numbers.js';
 import { DEFAULT_RAMDISK_DIR } from './ramdisk.js';
 
 /** What a node still needs before the services can be deployed on it. */
@@ -133,7 +134,8 @@ export interface DeployNodesOpts {
   ramdisk?: string;
   image?: string;
   interface?: string;
-  provisionTimeout?: string;
+  /** Seconds. */
+  provisionTimeout?: number;
 }
 
 /** Add the provisioning options to `stackctl deploy`. */
@@ -142,10 +144,13 @@ export function withDeployNodeOptions(cmd: Command): Command {
     .option('--ramdisk <dir>', 'nodes to provision: the deploy ramdisk', DEFAULT_RAMDISK_DIR)
     .option('--image <dir>', 'nodes to provision: the host OS image', DEFAULT_HOST_IMAGE_DIR)
     .option('--interface <name>', 'nodes to provision: provisioning interface for dnsmasq (default: the VM lab bridge)')
-    .option(
-      '--provision-timeout <seconds>',
-      'nodes to provision: longest wait for each boot of a node',
-      String(DEPLOY_DEFAULTS.timeoutMs / 1000),
+    .addOption(
+      numberOption(
+        '--provision-timeout <seconds>',
+        'nodes to provision: longest wait for each boot of a node',
+        RANGE.seconds,
+        DEPLOY_DEFAULTS.timeoutMs / 1000,
+      ),
     );
 }
 
@@ -217,16 +222,11 @@ async function provisionPending(ctx: DeployNodesContext, pending: readonly Pendi
     ...(opts.releases ? { releases: opts.releases } : {}),
     ...(opts.interface ? { interface: opts.interface } : {}),
     ...(opts.json ? { json: true } : {}),
-    concurrency: String(ctx.concurrency),
-    httpPort: '0',
-    timeout: opts.provisionTimeout ?? String(DEPLOY_DEFAULTS.timeoutMs / 1000),
+    concurrency: ctx.concurrency,
+    httpPort: 0,
+    timeout: opts.provisionTimeout ?? DEPLOY_DEFAULTS.timeoutMs / 1000,
   };
-  const timeoutMs = Number(bootOpts.timeout) * 1000;
-  if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) {
-    throw new UsageError('E_OPTION', `--provision-timeout must be a number of seconds, not '${bootOpts.timeout}'`, {
-      hint: 'For example --provision-timeout 1800.',
-    });
-  }
+  const timeoutMs = bootOpts.timeout * 1000;
   if (!opts.json) {
     ctx.write(`provisioning ${pending.length} node(s) before the services: ${pending.map((p) => p.node).join(', ')}\n`);
   }

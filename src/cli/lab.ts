@@ -9,6 +9,7 @@ import { exists, writeFileAtomic } from '../core/fs.js';
 import { labMachines } from '../lab/nodes/machines.js';
 import { startFleet } from '../lab/vbmc/fleet.js';
 import { loadAll, type Loaded } from './context.js';
+import { RANGE, numberOption } from './numbers.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
 import { out, table } from './output.js';
 import { bmcTargets } from './targets.js';
@@ -177,8 +178,8 @@ export function registerLab(program: Command): Command {
 
   inventoryOptions(bmc.command('start'))
     .description('start the virtual BMCs of every loopback BMC address in the background')
-    .option('--timeout <seconds>', 'how long to wait for them to listen', '20')
-    .action((opts: CommonOpts & { timeout: string }) => withRunLock(opts.inventory, () => startCommand(opts)));
+    .addOption(numberOption('--timeout <seconds>', 'how long to wait for them to listen', RANGE.seconds, 20))
+    .action((opts: CommonOpts & { timeout: number }) => withRunLock(opts.inventory, () => startCommand(opts)));
 
   inventoryOptions(bmc.command('stop'))
     .description('stop the virtual BMCs started by `lab bmc start`')
@@ -220,14 +221,14 @@ export function registerLab(program: Command): Command {
 }
 
 /** `lab bmc start`, under the run lock. */
-async function startCommand(opts: CommonOpts & { timeout: string }): Promise<void> {
+async function startCommand(opts: CommonOpts & { timeout: number }): Promise<void> {
   const all = loadAll(opts);
   const {
     state: st,
     already,
     logFile,
   } = await startBmcs(all, {
-    timeoutS: Number(opts.timeout),
+    timeoutS: opts.timeout,
     roles: opts.roles,
     releases: opts.releases,
   });

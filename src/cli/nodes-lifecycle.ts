@@ -25,19 +25,18 @@ import type { Introspection } from '../pxe/http.js';
 import { readRamdiskManifest, type BootServices } from '../pxe/services.js';
 import {
   bootNetwork,
-  bootNumbers,
   eachLifecycle,
   openSession,
   runBootServices,
   selectable,
   warnStaleRamdisk,
   withBootOptions,
-  withSelection,
   type BootOpts,
   type LifecycleOpts,
   type Session,
 } from './nodes-session.js';
-import { inventoryOptions } from './options.js';
+import { RANGE, numberOption } from './numbers.js';
+import { inventoryOptions, selectionOptions } from './options.js';
 import { out, table } from './output.js';
 import { DEFAULT_RAMDISK_DIR } from './ramdisk.js';
 import { selectNodes } from './targets.js';
@@ -99,7 +98,7 @@ type InspectOpts = BootOpts & { ramdisk?: string };
 
 /** `nodes inspect`: boot services for the run, then the inspect workflow on each node. */
 async function runInspect(opts: InspectOpts): Promise<void> {
-  const { timeoutMs } = bootNumbers(opts);
+  const timeoutMs = opts.timeout * 1000;
   const s = openSession(opts, false);
   try {
     const names = selectNodes(s.all, opts);
@@ -211,7 +210,7 @@ async function runList(opts: ListOpts): Promise<void> {
   try {
     const any = Boolean(opts.node?.length || opts.role || opts.all);
     const names = any ? selectNodes(s.all, opts) : selectable(s.all);
-    const power = opts.power && s.all.secrets ? await powers(s, names, Number(opts.concurrency) || 32) : undefined;
+    const power = opts.power && s.all.secrets ? await powers(s, names, opts.concurrency) : undefined;
     const introspection = IntrospectionStore.open(introspectionFileFor(s.all.inventoryFile));
     const rows = names.map((name) => {
       const n = s.all.loaded.inventory.nodes.find((x) => x.name === name)!;
@@ -318,7 +317,7 @@ async function runShow(name: string, opts: LifecycleOpts): Promise<void> {
 
 /** Add enroll, inspect, list and show to `stackctl nodes`. */
 export function registerLifecycle(nodes: Command): void {
-  withSelection(nodes.command('enroll'), '32')
+  selectionOptions(nodes.command('enroll'), 32)
     .description("check each node's BMC (address, credentials, power) and move it from enroll to manageable")
     .action((opts: LifecycleOpts) =>
       withRunLock(opts.inventory, async () => {
@@ -334,7 +333,7 @@ export function registerLifecycle(nodes: Command): void {
     );
 
   withBootOptions(
-    withSelection(nodes.command('inspect'), '4').description(
+    selectionOptions(nodes.command('inspect'), 4).description(
       'boot each node into the ramdisk over the network and store what its agent reports (dnsmasq and the HTTP boot server run for the command)',
     ),
     INSPECT_DEFAULTS.timeoutMs / 1000,
@@ -348,7 +347,7 @@ export function registerLifecycle(nodes: Command): void {
     .option('--role <role>', 'only the nodes of this role')
     .option('--all', 'every node (the default)')
     .option('--no-power', 'do not ask the BMCs')
-    .option('--concurrency <n>', 'BMCs asked at once', '32')
+    .addOption(numberOption('--concurrency <n>', 'BMCs asked at once', RANGE.concurrency, 32))
     .option('--json', 'machine-readable output')
     .action(async (opts: ListOpts) => runList(opts));
 
@@ -356,5 +355,5 @@ export function registerLifecycle(nodes: Command): void {
     .description('one node: state, last error, history and the hardware its inspection reported')
     .argument('<node>', 'node name')
     .option('--json', 'machine-readable output')
-    .action(async (name: string, opts: LifecycleOpts) => runShow(name, { ...opts, concurrency: '1' }));
+    .action(async (name: string, opts: LifecycleOpts) => runShow(name, { ...opts, concurrency: 1 }));
 }

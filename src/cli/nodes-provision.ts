@@ -28,17 +28,17 @@ import type { Loaded } from './context.js';
 import { DEFAULT_HOST_IMAGE_DIR } from './images.js';
 import {
   bootNetwork,
-  bootNumbers,
   eachLifecycle,
   openSession,
   pxeDirOf,
   runBootServices,
   warnStaleRamdisk,
   withBootOptions,
-  withSelection,
   type BootOpts,
   type Session,
 } from './nodes-session.js';
+import { RANGE, numberOption } from './numbers.js';
+import { selectionOptions } from './options.js';
 import { DEFAULT_RAMDISK_DIR } from './ramdisk.js';
 import { selectNodes } from './targets.js';
 import { withRunLock } from './run-lock.js';
@@ -48,7 +48,8 @@ type ProvisionOpts = BootOpts & {
   image?: string;
   resume?: boolean;
   sshCheck: boolean;
-  sshTimeout?: string;
+  /** Seconds. */
+  sshTimeout?: number;
 };
 
 /** The states each command starts from, and those `--resume` carries on. */
@@ -149,13 +150,8 @@ function progressOf(e: StackctlEvent): string | undefined {
 }
 
 async function runProvision(action: 'provision' | 'undeploy', opts: ProvisionOpts): Promise<void> {
-  const { timeoutMs } = bootNumbers(opts);
-  const sshTimeoutS = Number(opts.sshTimeout ?? SSH_CHECK_TIMEOUT_MS / 1000);
-  if (!Number.isFinite(sshTimeoutS) || sshTimeoutS <= 0) {
-    throw new UsageError('E_OPTION', `--ssh-timeout must be a number of seconds, not '${opts.sshTimeout}'`, {
-      hint: 'For example --ssh-timeout 300 on a busy host.',
-    });
-  }
+  const timeoutMs = opts.timeout * 1000;
+  const sshTimeoutS = opts.sshTimeout ?? SSH_CHECK_TIMEOUT_MS / 1000;
   const s = openSession(opts, false);
   try {
     const names = selectNodes(s.all, opts);
@@ -328,7 +324,7 @@ function failed(r: ProvisionResult): never {
 /** Add provision and undeploy to `stackctl nodes`. */
 export function registerProvision(nodes: Command): void {
   const common = (cmd: Command): Command =>
-    withBootOptions(withSelection(cmd, '4'), DEPLOY_DEFAULTS.timeoutMs / 1000)
+    withBootOptions(selectionOptions(cmd, 4), DEPLOY_DEFAULTS.timeoutMs / 1000)
       .option('--ramdisk <dir>', 'the deploy ramdisk (stackctl images build-ramdisk)', DEFAULT_RAMDISK_DIR)
       .option('--image <dir>', 'the host OS image (stackctl images build host)', DEFAULT_HOST_IMAGE_DIR)
       .option('--resume', 'carry on with nodes an interrupted run left in the middle of the operation');
@@ -339,7 +335,14 @@ export function registerProvision(nodes: Command): void {
         'then log in by SSH with the host key the node made and reported during the deploy',
     )
     .option('--no-ssh-check', 'do not prove SSH access after the deploy')
-    .option('--ssh-timeout <seconds>', 'disk boot to SSH answering, per node', String(SSH_CHECK_TIMEOUT_MS / 1000))
+    .addOption(
+      numberOption(
+        '--ssh-timeout <seconds>',
+        'disk boot to SSH answering, per node',
+        RANGE.seconds,
+        SSH_CHECK_TIMEOUT_MS / 1000,
+      ),
+    )
     .action((opts: ProvisionOpts) => withRunLock(opts.inventory, () => runProvision('provision', opts)));
 
   common(nodes.command('undeploy'))

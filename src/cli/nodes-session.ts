@@ -19,13 +19,14 @@ import { NodeStateStore, nodesFileFor } from '../provision/machine.js';
 import type { AgentReport } from '../pxe/http.js';
 import { LAB_KERNEL_ARGS, startBootServices, type BootServices } from '../pxe/services.js';
 import { loadAll, type Loaded } from './context.js';
-import { inventoryOptions, type CommonOpts } from './options.js';
+import { RANGE, numberOption } from './numbers.js';
+import type { CommonOpts } from './options.js';
 import { out, table } from './output.js';
 import { runWithProgress } from './progress.js';
 import { bmcTargets, type SelectOptions } from './targets.js';
 import { eventsFileFor } from './node-sessions.js';
 
-export type LifecycleOpts = CommonOpts & SelectOptions & { json?: boolean; concurrency: string };
+export type LifecycleOpts = CommonOpts & SelectOptions & { json?: boolean; concurrency: number };
 
 /** One node's outcome in a lifecycle command. */
 export interface Outcome {
@@ -124,7 +125,7 @@ export async function eachLifecycle(
         }
       },
     })),
-    Number(opts.concurrency) || 4,
+    opts.concurrency,
     tty,
   );
   const failed = outcomes.filter((o) => !o.ok);
@@ -158,23 +159,15 @@ export async function eachLifecycle(
   return outcomes;
 }
 
-export function withSelection(cmd: Command, concurrency: string): Command {
-  return inventoryOptions(cmd)
-    .option('--node <name...>', 'these nodes (repeatable)')
-    .option('--role <role>', 'every node of this role')
-    .option('--all', 'every node of the inventory')
-    .option('--concurrency <n>', 'nodes handled at once', concurrency)
-    .option('--json', 'results as JSON on stdout');
-}
-
 /** Options of the commands that boot nodes from the network. */
 export type BootOpts = LifecycleOpts & {
   interface?: string;
   ipv6Prefix?: string;
   serverAddress?: string;
-  httpPort: string;
+  httpPort: number;
   tftpRoot?: string;
-  timeout: string;
+  /** Seconds. */
+  timeout: number;
   kernelArg?: string[];
 };
 
@@ -187,27 +180,12 @@ export function withBootOptions(cmd: Command, timeoutS: number): Command {
       'ULA /64 prefix on the interface, for router advertisements (default: the lab one)',
     )
     .option('--server-address <ip>', "this machine's address on provisioning (default: the network's gateway)")
-    .option('--http-port <port>', 'port of the HTTP boot server (0: any free port)', '0')
+    .addOption(
+      numberOption('--http-port <port>', 'port of the HTTP boot server (0: any free port)', RANGE.listenPort, 0),
+    )
     .option('--tftp-root <dir>', 'folder with undionly.kpxe/ipxe.efi (default: /usr/lib/ipxe when present)')
     .option('--kernel-arg <arg...>', 'ramdisk kernel arguments (default: console=ttyS0,115200 quiet loglevel=3)')
-    .option('--timeout <seconds>', 'longest wait for each node', String(timeoutS));
-}
-
-/** Check --timeout and --http-port; resolves to the timeout in ms and the port. */
-export function bootNumbers(opts: BootOpts): { timeoutMs: number; port: number } {
-  const timeoutS = Number(opts.timeout);
-  if (!Number.isFinite(timeoutS) || timeoutS <= 0) {
-    throw new UsageError('E_OPTION', `--timeout must be a number of seconds, not '${opts.timeout}'`, {
-      hint: 'For example --timeout 600.',
-    });
-  }
-  const port = Number(opts.httpPort);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) {
-    throw new UsageError('E_OPTION', `--http-port must be a port number, not '${opts.httpPort}'`, {
-      hint: '0 picks a free port.',
-    });
-  }
-  return { timeoutMs: timeoutS * 1000, port };
+    .addOption(numberOption('--timeout <seconds>', 'longest wait for each node', RANGE.seconds, timeoutS));
 }
 
 /** The provisioning interface and ULA of the run: the options, else the VM lab's bridge. */
@@ -234,13 +212,12 @@ export async function runBootServices(
   files: { dir: string; kernel: string; initrd: string },
   onReport: (r: AgentReport) => void,
 ): Promise<BootServices> {
-  const { port } = bootNumbers(opts);
   const services = await startBootServices({
     inventory: s.all.loaded.inventory,
     addresses: s.all.allocation.addresses,
     interface: net.iface,
     ...(opts.serverAddress ? { serverAddress: opts.serverAddress } : {}),
-    httpPort: port,
+    httpPort: opts.httpPort,
     ...(net.ipv6Prefix ? { ipv6Prefix: net.ipv6Prefix } : {}),
     runDir: pxeDirOf(s),
     ...(opts.tftpRoot ? { tftpRoot: resolve(opts.tftpRoot) } : {}),

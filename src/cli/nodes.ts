@@ -5,7 +5,7 @@ import type { BmcDriver, BootDevice } from '../bmc/driver.js';
 import { IpmiTransport } from '../bmc/ipmi/transport.js';
 import { createDriver } from '../bmc/registry.js';
 import { loadAll } from './context.js';
-import { inventoryOptions, type CommonOpts } from './options.js';
+import { selectionOptions, type CommonOpts } from './options.js';
 import { out, table } from './output.js';
 import { runWithProgress } from './progress.js';
 import { bmcTargets, selectNodes, type SelectOptions } from './targets.js';
@@ -24,7 +24,7 @@ const POWER_ACTIONS: Readonly<Record<string, (d: BmcDriver) => Promise<string>>>
   cycle: async (d) => (await d.powerCycle(), d.powerState()),
 };
 
-type NodeOpts = CommonOpts & SelectOptions & { json?: boolean; concurrency: string };
+type NodeOpts = CommonOpts & SelectOptions & { json?: boolean; concurrency: number };
 
 interface NodeResult {
   node: string;
@@ -35,14 +35,7 @@ interface NodeResult {
   exit?: Exit;
 }
 
-function withSelection(cmd: Command): Command {
-  return inventoryOptions(cmd)
-    .option('--node <name...>', 'these nodes (repeatable)')
-    .option('--role <role>', 'every node of this role')
-    .option('--all', 'every node of the inventory')
-    .option('--concurrency <n>', 'BMCs handled at once', '32')
-    .option('--json', 'results as JSON on stdout');
-}
+const withSelection = (cmd: Command): Command => selectionOptions(cmd, 32, 'BMCs handled at once');
 
 /**
  * Run one BMC operation on every selected node: in parallel under a limit,
@@ -106,7 +99,7 @@ async function eachNode(
           }
         },
       })),
-      Number(opts.concurrency) || 32,
+      opts.concurrency,
       tty,
     );
   } finally {

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { RANGE, numberOption } from './numbers.js';
 
 /** Options of every command that reads an inventory. */
 export interface CommonOpts {
@@ -15,4 +16,17 @@ export function inventoryOptions(cmd: Command): Command {
     .option('--secrets <file>', 'secrets file (default: <inventory>.secrets.yaml next to the inventory)')
     .option('--roles <dir>', 'roles folder (default: the roles shipped with stackctl)')
     .option('--releases <dir>', 'release manifests folder (default: images/releases shipped with stackctl)');
+}
+
+/**
+ * Add the inventory options and the node selection (--node, --role, --all;
+ * src/cli/targets.ts selectNodes), --concurrency with its default, and --json.
+ */
+export function selectionOptions(cmd: Command, concurrency: number, handled = 'nodes handled at once'): Command {
+  return inventoryOptions(cmd)
+    .option('--node <name...>', 'these nodes (repeatable)')
+    .option('--role <role>', 'every node of this role')
+    .option('--all', 'every node of the inventory')
+    .addOption(numberOption('--concurrency <n>', handled, RANGE.concurrency, concurrency))
+    .option('--json', 'results as JSON on stdout');
 }

@@ -26,6 +26,7 @@ import {
 } from '../remote/index.js';
 import { loadAll } from './context.js';
 import { withRunLock } from './run-lock.js';
+import { RANGE, numberOption } from './numbers.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
 import { out, table } from './output.js';
 import { selectNodes, type SelectOptions } from './targets.js';
@@ -66,10 +67,10 @@ type TrustOpts = CommonOpts &
     yes?: boolean;
     replaceChangedKey?: string[];
     json?: boolean;
-    sshPort: string;
+    sshPort: number;
     sshUser: string;
-    timeout: string;
-    concurrency: string;
+    timeout: number;
+    concurrency: number;
   };
 
 /** Side effects of the command, injectable for tests (CONVENTIONS.md 8). */
@@ -93,16 +94,6 @@ async function askTerminal(question: string): Promise<boolean> {
   }
 }
 
-function positiveInt(value: string, flag: string, max = 65535): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1 || n > max) {
-    throw new UsageError('E_USAGE', `${flag} must be a whole number from 1 to ${max}, not '${value}'`, {
-      hint: `For example ${flag} 22.`,
-    });
-  }
-  return n;
-}
-
 /** Add `trust` to the `nodes` command group. */
 export function registerTrust(nodes: Command, deps: TrustDeps = {}): void {
   const fetchKey = deps.fetchHostKey ?? ((t, o) => defaultFetchHostKey(t, o));
@@ -121,16 +112,16 @@ export function registerTrust(nodes: Command, deps: TrustDeps = {}): void {
       '--replace-changed-key <name...>',
       "replace this node's recorded key by the one it offers now (repeatable; compare the new fingerprint with the node's console first)",
     )
-    .option('--ssh-port <port>', 'SSH port of the nodes', '22')
+    .addOption(numberOption('--ssh-port <port>', 'SSH port of the nodes', RANGE.port, 22))
     .option('--ssh-user <user>', 'SSH user (for messages; no login happens)', DEFAULT_SSH_USER)
-    .option('--timeout <ms>', 'connect timeout per node', '10000')
-    .option('--concurrency <n>', 'nodes asked at once', '32')
+    .addOption(numberOption('--timeout <ms>', 'connect timeout per node', { min: 1, max: 600_000 }, 10_000))
+    .addOption(numberOption('--concurrency <n>', 'nodes asked at once', RANGE.concurrency, 32))
     .option('--json', 'results as JSON on stdout')
     // the key is always shown; recording it (and creating stackctl's SSH key) writes state: under the run lock
     .action((opts: TrustOpts) =>
       withRunLock(opts.inventory, async () => {
-        const port = positiveInt(opts.sshPort, '--ssh-port');
-        const timeoutMs = positiveInt(opts.timeout, '--timeout', 600_000);
+        const port = opts.sshPort;
+        const timeoutMs = opts.timeout;
         const all = loadAll(opts);
         const names = selectNodes(all, opts);
         const replace = new Set(opts.replaceChangedKey ?? []);
@@ -149,7 +140,7 @@ export function registerTrust(nodes: Command, deps: TrustDeps = {}): void {
             `created stackctl's SSH key ${files.privateKeyFile} (mode 0600); add ${files.privateKeyFile}.pub to ~${opts.sshUser}/.ssh/authorized_keys on every node\n`,
           );
         }
-        const limit = pLimit(positiveInt(opts.concurrency, '--concurrency', 1024));
+        const limit = pLimit(opts.concurrency);
         const results = await Promise.all(
           names.map((name) =>
             limit(async (): Promise<TrustResult> => {

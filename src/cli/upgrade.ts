@@ -31,6 +31,7 @@ import { runUpgrade as runSteps } from '../upgrade/run.js';
 import { hookHandler } from '../upgrade/run-hooks.js';
 import { loadAll, planOf, type Loaded } from './context.js';
 import { eventSink, nodeSessions } from './node-sessions.js';
+import { RANGE, numberOption } from './numbers.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
 import { out, printIssues } from './output.js';
 import { runWithProgress } from './progress.js';
@@ -41,9 +42,9 @@ export { formatUpgradeReport } from '../upgrade/report.js';
 /** Options of `stackctl upgrade`. */
 export interface UpgradeOpts extends CommonOpts {
   to: string;
-  batch?: string;
+  batch?: number;
   pauseAt?: string;
-  maxFailPercent?: string;
+  maxFailPercent?: number;
   canary?: boolean;
   fastForward?: boolean;
   plan?: boolean;
@@ -51,19 +52,12 @@ export interface UpgradeOpts extends CommonOpts {
   continue?: boolean;
   json?: boolean;
   checkImages?: string | boolean;
-  taskTimeout?: string;
+  /** Seconds. */
+  taskTimeout?: number;
 }
 
-function wholeNumber(text: string | undefined, what: string): number | undefined {
-  if (text === undefined) return undefined;
-  const n = Number(text);
-  if (!/^\d+$/.test(text) || !Number.isSafeInteger(n)) {
-    throw new UsageError('E_OPTION', `${what} must be a whole number, not '${text}'`, {
-      hint: `For example ${what} 2.`,
-    });
-  }
-  return n;
-}
+/** Seconds a migration or check may write nothing to its log before it is reported stuck. */
+const TASK_TIMEOUT_S = 600;
 
 /** Exit statuses of a run (docs/upgrade.md); usage, input and file errors keep theirs (2, 3, 4). */
 export const UPGRADE_EXIT = {
@@ -92,8 +86,8 @@ function planOptions(o: UpgradeOpts, previous: UpgradePlan['options'] | undefine
       hint: 'For example --pause-at migration.',
     });
   }
-  const batch = wholeNumber(o.batch, '--batch') ?? (typeof previous?.batch === 'number' ? previous.batch : undefined);
-  const maxFailPercent = wholeNumber(o.maxFailPercent, '--max-fail-percent') ?? previous?.maxFailPercent;
+  const batch = o.batch ?? (typeof previous?.batch === 'number' ? previous.batch : undefined);
+  const maxFailPercent = o.maxFailPercent ?? previous?.maxFailPercent;
   const canary = o.canary ?? previous?.canary;
   const fastForward = o.fastForward ?? previous?.fastForward;
   return {
@@ -206,7 +200,7 @@ export async function runUpgrade(
     }
   }
 
-  const quietTimeoutMs = (wholeNumber(o.taskTimeout, '--task-timeout') ?? 600) * 1000;
+  const quietTimeoutMs = (o.taskTimeout ?? TASK_TIMEOUT_S) * 1000;
   const sessions = nodeSessions(all);
   const connect = sessions.connect;
   const visible = deps.tty && !o.json;
@@ -303,17 +297,31 @@ export function registerUpgrade(program: Command): void {
     .description('upgrade the cloud to a release manifest: an update (new tags) or a newer OpenStack release')
     .requiredOption('--to <release>', 'target release manifest (images/releases/<release>.yaml)')
     .option('--plan', 'print the phases and act on nothing')
-    .option('--batch <n>', "computes upgraded at once (default: the role's update_serial)")
+    .addOption(
+      numberOption('--batch <n>', "computes upgraded at once (default: the role's update_serial)", {
+        min: 1,
+        max: 10_000,
+      }),
+    )
     .option('--pause-at <point>', `stop and wait for --continue: ${Object.values(PauseAt).join(', ')} (default never)`)
-    .option('--max-fail-percent <p>', 'failure budget of the compute batches, percent of their nodes (default 0)')
+    .addOption(
+      numberOption(
+        '--max-fail-percent <percent>',
+        'failure budget of the compute batches, percent of their nodes (default 0)',
+        RANGE.percent,
+      ),
+    )
     .option('--canary', 'upgrade one compute first, then pause')
     .option('--fast-forward', "a target that skips releases: each API down for its window, computes inside Nova's")
     .option('--check-images [registry]', "with --plan: ask the registry (default: the plan's) for every target image")
     .option('--resume', 'go on with the open run after a failure or a crash (actions done are not done again)')
     .option('--continue', 'go on with the open run past the pause it stopped at')
-    .option(
-      '--task-timeout <seconds>',
-      'a migration or check that writes nothing to its log for this long is reported stuck and left running (default 600)',
+    .addOption(
+      numberOption(
+        '--task-timeout <seconds>',
+        `a migration or check that writes nothing to its log for this long is reported stuck and left running (default ${TASK_TIMEOUT_S})`,
+        { min: 10, max: RANGE.seconds.max },
+      ),
     )
     .option('--json', 'stable JSON for tools')
     // --plan acts on nothing: it runs beside a run in progress

@@ -46,8 +46,9 @@ afterEach(async () => {
 describe('stackctl lab --kind vm: bad input is refused before anything is created', () => {
   it.each([
     { args: ['--kind', 'bogus'], code: 'E_LAB_KIND', exit: 2 },
-    { args: ['--kind', 'vm', '--nodes', '0'], code: 'E_LAB_NODES', exit: 2 },
-    { args: ['--kind', 'vm', '--nodes', 'two'], code: 'E_LAB_NODES', exit: 2 },
+    { args: ['--kind', 'vm', '--nodes', '0'], code: 'E_OPTION', exit: 2 },
+    { args: ['--kind', 'vm', '--nodes', 'two'], code: 'E_OPTION', exit: 2 },
+    { args: ['--kind', 'vm', '--nodes', '9'], code: 'E_OPTION', exit: 2 },
     { args: ['--kind', 'vm', '--topology', 'huge'], code: 'E_UNKNOWN_TOPOLOGY', exit: 2 },
     { args: ['--kind', 'vm', '--memory', '12'], code: 'E_OPTION', exit: 2 },
     { args: ['--kind', 'vm', '--disk-gb', 'big'], code: 'E_OPTION', exit: 2 },

@@ -67,12 +67,12 @@ describe('stackctl deploy on a VM lab: powered-off node -> provisioned -> memcac
     name: NAME,
     inventory,
     topology: '1ctl-1comp',
-    nodes: '1',
+    nodes: 1,
     prefix: PREFIX,
-    bmcPort: String(BMC_PORT),
+    bmcPort: BMC_PORT,
     registry: REGISTRY,
     registryContainer: `stackctl-${NAME}-registry`,
-    timeout: '60',
+    timeout: 60,
   };
   const timings: string[] = [];
   const serial = (): string => {
