@@ -29,7 +29,7 @@ import { provisionDeps, provisionNode, stageBootFiles, targetOf } from './nodes-
 import { bootNetwork, openSession, runBootServices, type BootOpts } from './nodes-session.js';
 import { table } from './output.js';
 import { runWithProgress } from './progress.js';
-import { RANGE, numberOption } from './numbers.js';
+import { RANGE, secondsOption } from './numbers.js';
 import { DEFAULT_RAMDISK_DIR } from './ramdisk.js';
 
 /** What a node still needs before the services can be deployed on it. */
@@ -145,8 +145,8 @@ export function withDeployNodeOptions(cmd: Command): Command {
     .option('--image <dir>', 'nodes to provision: the host OS image', DEFAULT_HOST_IMAGE_DIR)
     .option('--interface <name>', 'nodes to provision: provisioning interface for dnsmasq (default: the VM lab bridge)')
     .addOption(
-      numberOption(
-        '--provision-timeout <seconds>',
+      secondsOption(
+        '--provision-timeout',
         'nodes to provision: longest wait for each boot of a node',
         RANGE.seconds,
         DEPLOY_DEFAULTS.timeoutMs / 1000,

@@ -9,7 +9,7 @@ import { parseSteps, planDeploy } from '../orchestrator/planner.js';
 import { loadAll, planOf } from './context.js';
 import { provisionBeforeDeploy, withDeployNodeOptions, withoutNodes, type DeployNodesOpts } from './deploy-nodes.js';
 import { eventSink, nodeSessions } from './node-sessions.js';
-import { RANGE, numberOption } from './numbers.js';
+import { RANGE, numberOption, secondsOption } from './numbers.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
 import { out, printIssues, table } from './output.js';
 import { runWithProgress } from './progress.js';
@@ -226,8 +226,8 @@ export function registerDeploy(program: Command): void {
       ),
     )
     .addOption(
-      numberOption(
-        '--task-timeout <seconds>',
+      secondsOption(
+        '--task-timeout',
         'a run-once task (db sync...) that writes nothing to its log for this long is reported stuck and left running',
         { min: 10, max: RANGE.seconds.max },
         DEPLOY_CLI_DEFAULTS.taskTimeoutS,

@@ -14,7 +14,7 @@ import { loadAll, type Loaded } from './context.js';
 import { runningBmcs, startBmcs, stopBmcs } from './lab.js';
 import { inventoryOf, loadOpts, prepareLabInventory, type LabOpts } from './lab-inventory.js';
 import { VM_REGISTRY_PUSH_ADDRESS, runVmLabDown, runVmLabStatus, runVmLabUp, type VmUpOpts } from './lab-vm.js';
-import { RANGE, numberOption } from './numbers.js';
+import { RANGE, numberOption, secondsOption } from './numbers.js';
 import { out, table } from './output.js';
 import { bmcTargets } from './targets.js';
 import { withRunLock } from './run-lock.js';
@@ -267,7 +267,7 @@ export function registerLabUp(lab: Command): void {
       '--registry-container <name>',
       `registry container name (default ${REGISTRY_CONTAINER}; vm: stackctl-<name>-registry)`,
     )
-    .addOption(numberOption('--timeout <seconds>', 'how long to wait for the nodes to answer SSH', RANGE.seconds, 60))
+    .addOption(secondsOption('--timeout', 'how long to wait for the nodes to answer SSH', RANGE.seconds, 60))
     .action((o: UpOpts & { out?: string }) => {
       const opts = { ...o, inventory: o.out ?? o.inventory };
       // the inventory may not exist yet: lab up writes it

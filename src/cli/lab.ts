@@ -9,7 +9,7 @@ import { exists, writeFileAtomic } from '../core/fs.js';
 import { labMachines } from '../lab/nodes/machines.js';
 import { startFleet } from '../lab/vbmc/fleet.js';
 import { loadAll, type Loaded } from './context.js';
-import { RANGE, numberOption } from './numbers.js';
+import { RANGE, secondsOption } from './numbers.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
 import { out, table } from './output.js';
 import { bmcTargets } from './targets.js';
@@ -178,7 +178,7 @@ export function registerLab(program: Command): Command {
 
   inventoryOptions(bmc.command('start'))
     .description('start the virtual BMCs of every loopback BMC address in the background')
-    .addOption(numberOption('--timeout <seconds>', 'how long to wait for them to listen', RANGE.seconds, 20))
+    .addOption(secondsOption('--timeout', 'how long to wait for them to listen', RANGE.seconds, 20))
     .action((opts: CommonOpts & { timeout: number }) => withRunLock(opts.inventory, () => startCommand(opts)));
 
   inventoryOptions(bmc.command('stop'))

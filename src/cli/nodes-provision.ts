@@ -37,7 +37,7 @@ import {
   type BootOpts,
   type Session,
 } from './nodes-session.js';
-import { RANGE, numberOption } from './numbers.js';
+import { RANGE, secondsOption } from './numbers.js';
 import { selectionOptions } from './options.js';
 import { DEFAULT_RAMDISK_DIR } from './ramdisk.js';
 import { selectNodes } from './targets.js';
@@ -336,8 +336,8 @@ export function registerProvision(nodes: Command): void {
     )
     .option('--no-ssh-check', 'do not prove SSH access after the deploy')
     .addOption(
-      numberOption(
-        '--ssh-timeout <seconds>',
+      secondsOption(
+        '--ssh-timeout',
         'disk boot to SSH answering, per node',
         RANGE.seconds,
         SSH_CHECK_TIMEOUT_MS / 1000,

@@ -19,7 +19,7 @@ import { NodeStateStore, nodesFileFor } from '../provision/machine.js';
 import type { AgentReport } from '../pxe/http.js';
 import { LAB_KERNEL_ARGS, startBootServices, type BootServices } from '../pxe/services.js';
 import { loadAll, type Loaded } from './context.js';
-import { RANGE, numberOption } from './numbers.js';
+import { RANGE, numberOption, secondsOption } from './numbers.js';
 import type { CommonOpts } from './options.js';
 import { out, table } from './output.js';
 import { runWithProgress } from './progress.js';
@@ -185,7 +185,7 @@ export function withBootOptions(cmd: Command, timeoutS: number): Command {
     )
     .option('--tftp-root <dir>', 'folder with undionly.kpxe/ipxe.efi (default: /usr/lib/ipxe when present)')
     .option('--kernel-arg <arg...>', 'ramdisk kernel arguments (default: console=ttyS0,115200 quiet loglevel=3)')
-    .addOption(numberOption('--timeout <seconds>', 'longest wait for each node', RANGE.seconds, timeoutS));
+    .addOption(secondsOption('--timeout', 'longest wait for each node', RANGE.seconds, timeoutS));
 }
 
 /** The provisioning interface and ULA of the run: the options, else the VM lab's bridge. */

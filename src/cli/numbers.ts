@@ -6,6 +6,9 @@
  * refused with E_OPTION naming the option, the value and the range. Nothing
  * is rounded, no blank or sign or hexadecimal or exponent is taken, and no
  * bad value silently becomes a default.
+ *
+ * Durations are whole seconds everywhere (`--timeout`, `--task-timeout`,
+ * `--provision-timeout`, `--ssh-timeout`), declared with `secondsOption`.
  */
 import { Option } from 'commander';
 import { UsageError } from '../core/errors.js';
@@ -64,5 +67,16 @@ const described = (description: string, range: Range, unit: string): string =>
 export function numberOption(flags: string, description: string, range: Range, def?: number): Option {
   const o = new Option(flags, described(description, range, ''));
   o.argParser((text: string) => parseWholeNumber(o.long ?? flags, text, range, { example: def }));
+  return def === undefined ? o : o.default(def);
+}
+
+/**
+ * A duration option in whole seconds: `secondsOption('--timeout', ...)` is
+ * `--timeout <seconds>`, its help text says "seconds" and the range, and the
+ * parsed value is a number of seconds.
+ */
+export function secondsOption(flag: string, description: string, range: Range = RANGE.seconds, def?: number): Option {
+  const o = new Option(`${flag} <seconds>`, described(description, range, 'seconds'));
+  o.argParser((text: string) => parseWholeNumber(flag, text, range, { unit: 'seconds', example: def }));
   return def === undefined ? o : o.default(def);
 }

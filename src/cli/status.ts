@@ -7,7 +7,7 @@ import { collectStatus, STATUS_DEFAULTS } from '../status/collect.js';
 import { formatStatus } from '../status/format.js';
 import type { StatusReport } from '../status/model.js';
 import { loadAll, planOf } from './context.js';
-import { RANGE, numberOption } from './numbers.js';
+import { RANGE, numberOption, secondsOption } from './numbers.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
 import { out, printIssues } from './output.js';
 
@@ -102,8 +102,8 @@ export function registerStatus(program: Command): void {
       numberOption('--concurrency <n>', 'nodes queried at once', RANGE.concurrency, STATUS_DEFAULTS.concurrency),
     )
     .addOption(
-      numberOption(
-        '--timeout <seconds>',
+      secondsOption(
+        '--timeout',
         "deadline of each node's queries and of each cluster command",
         { min: 5, max: 3600 },
         STATUS_DEFAULTS.timeoutMs / 1000,

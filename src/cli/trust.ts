@@ -26,7 +26,7 @@ import {
 } from '../remote/index.js';
 import { loadAll } from './context.js';
 import { withRunLock } from './run-lock.js';
-import { RANGE, numberOption } from './numbers.js';
+import { RANGE, numberOption, secondsOption } from './numbers.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
 import { out, table } from './output.js';
 import { selectNodes, type SelectOptions } from './targets.js';
@@ -69,6 +69,7 @@ type TrustOpts = CommonOpts &
     json?: boolean;
     sshPort: number;
     sshUser: string;
+    /** Seconds. */
     timeout: number;
     concurrency: number;
   };
@@ -114,14 +115,14 @@ export function registerTrust(nodes: Command, deps: TrustDeps = {}): void {
     )
     .addOption(numberOption('--ssh-port <port>', 'SSH port of the nodes', RANGE.port, 22))
     .option('--ssh-user <user>', 'SSH user (for messages; no login happens)', DEFAULT_SSH_USER)
-    .addOption(numberOption('--timeout <ms>', 'connect timeout per node', { min: 1, max: 600_000 }, 10_000))
+    .addOption(secondsOption('--timeout', 'connect timeout per node', { min: 1, max: 600 }, 10))
     .addOption(numberOption('--concurrency <n>', 'nodes asked at once', RANGE.concurrency, 32))
     .option('--json', 'results as JSON on stdout')
     // the key is always shown; recording it (and creating stackctl's SSH key) writes state: under the run lock
     .action((opts: TrustOpts) =>
       withRunLock(opts.inventory, async () => {
         const port = opts.sshPort;
-        const timeoutMs = opts.timeout;
+        const timeoutMs = opts.timeout * 1000;
         const all = loadAll(opts);
         const names = selectNodes(all, opts);
         const replace = new Set(opts.replaceChangedKey ?? []);

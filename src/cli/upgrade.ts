@@ -31,7 +31,7 @@ import { runUpgrade as runSteps } from '../upgrade/run.js';
 import { hookHandler } from '../upgrade/run-hooks.js';
 import { loadAll, planOf, type Loaded } from './context.js';
 import { eventSink, nodeSessions } from './node-sessions.js';
-import { RANGE, numberOption } from './numbers.js';
+import { RANGE, numberOption, secondsOption } from './numbers.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
 import { out, printIssues } from './output.js';
 import { runWithProgress } from './progress.js';
@@ -317,10 +317,11 @@ export function registerUpgrade(program: Command): void {
     .option('--resume', 'go on with the open run after a failure or a crash (actions done are not done again)')
     .option('--continue', 'go on with the open run past the pause it stopped at')
     .addOption(
-      numberOption(
-        '--task-timeout <seconds>',
-        `a migration or check that writes nothing to its log for this long is reported stuck and left running (default ${TASK_TIMEOUT_S})`,
+      secondsOption(
+        '--task-timeout',
+        'a migration or check that writes nothing to its log for this long is reported stuck and left running',
         { min: 10, max: RANGE.seconds.max },
+        TASK_TIMEOUT_S,
       ),
     )
     .option('--json', 'stable JSON for tools')

@@ -100,6 +100,30 @@ describe('the number parser of every option', () => {
     }
   });
 
+  it('takes every duration in whole seconds, and says so in the help', () => {
+    const durations = commands(buildProgram()).flatMap(([command, c]) =>
+      c.options.filter((o) => /timeout/.test(o.long ?? '')).map((o) => ({ at: `${command} ${o.long}`, o })),
+    );
+    expect(durations.map((d) => d.at).sort()).toEqual([
+      'deploy --provision-timeout',
+      'deploy --task-timeout',
+      'lab bmc start --timeout',
+      'lab up --timeout',
+      'nodes inspect --timeout',
+      'nodes provision --ssh-timeout',
+      'nodes provision --timeout',
+      'nodes trust --timeout',
+      'nodes undeploy --timeout',
+      'status --timeout',
+      'upgrade --task-timeout',
+    ]);
+    for (const { at, o } of durations) {
+      expect(o.flags, at).toMatch(/ <seconds>$/);
+      expect(o.description, at).toMatch(/\(seconds, \d+-\d+\)$/);
+      expect(o.parseArg!('90', undefined), at).toBe(90);
+    }
+  });
+
   it.each([
     ['nodes', 'power', 'status', '--all', '--concurrency', 'lots'],
     ['nodes', 'list', '--concurrency', '0'],
