@@ -30,6 +30,7 @@ import { bootNetwork, openSession, runBootServices, type BootOpts } from './node
 import { table } from './output.js';
 import { runWithProgress } from './progress.js';
 import { RANGE, secondsOption } from './numbers.js';
+import { hostImageOption } from './options.js';
 import { DEFAULT_RAMDISK_DIR } from './ramdisk.js';
 
 /** What a node still needs before the services can be deployed on it. */
@@ -132,7 +133,7 @@ export function withoutNodes(plan: DeployPlan, nodes: readonly string[]): Deploy
 /** Options `stackctl deploy` takes for the nodes it provisions. */
 export interface DeployNodesOpts {
   ramdisk?: string;
-  image?: string;
+  hostImage?: string;
   interface?: string;
   /** Seconds. */
   provisionTimeout?: number;
@@ -140,9 +141,8 @@ export interface DeployNodesOpts {
 
 /** Add the provisioning options to `stackctl deploy`. */
 export function withDeployNodeOptions(cmd: Command): Command {
-  return cmd
-    .option('--ramdisk <dir>', 'nodes to provision: the deploy ramdisk', DEFAULT_RAMDISK_DIR)
-    .option('--image <dir>', 'nodes to provision: the host OS image', DEFAULT_HOST_IMAGE_DIR)
+  cmd.option('--ramdisk <dir>', 'nodes to provision: the deploy ramdisk', DEFAULT_RAMDISK_DIR);
+  return hostImageOption(cmd, 'nodes to provision: the host OS image', DEFAULT_HOST_IMAGE_DIR)
     .option('--interface <name>', 'nodes to provision: provisioning interface for dnsmasq (default: the VM lab bridge)')
     .addOption(
       secondsOption(

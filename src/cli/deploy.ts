@@ -10,7 +10,7 @@ import { loadAll, planOf } from './context.js';
 import { provisionBeforeDeploy, withDeployNodeOptions, withoutNodes, type DeployNodesOpts } from './deploy-nodes.js';
 import { eventSink, nodeSessions } from './node-sessions.js';
 import { RANGE, numberOption, secondsOption } from './numbers.js';
-import { inventoryOptions, type CommonOpts } from './options.js';
+import { dryRunOption, inventoryOptions, maxFailPercentOption, type CommonOpts } from './options.js';
 import { out, printIssues, table } from './output.js';
 import { runWithProgress } from './progress.js';
 import { withRunLock } from './run-lock.js';
@@ -22,7 +22,8 @@ export interface DeployOpts extends CommonOpts, DeployNodesOpts {
   services?: string;
   steps?: string;
   concurrency?: number;
-  failureBudget?: number;
+  /** Percent of a role's nodes. */
+  maxFailPercent?: number;
   /** Seconds. */
   taskTimeout?: number;
   json?: boolean;
@@ -31,7 +32,7 @@ export interface DeployOpts extends CommonOpts, DeployNodesOpts {
 /** What deploy takes when an option is not given. */
 export const DEPLOY_CLI_DEFAULTS = {
   concurrency: 8,
-  failureBudgetPercent: 0,
+  maxFailPercent: 0,
   /** Seconds a run-once task may write nothing to its log before it is reported stuck. */
   taskTimeoutS: 600,
 } as const;
@@ -59,7 +60,7 @@ export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps
     });
   }
   const concurrency = o.concurrency ?? DEPLOY_CLI_DEFAULTS.concurrency;
-  const budget = o.failureBudget ?? DEPLOY_CLI_DEFAULTS.failureBudgetPercent;
+  const budget = o.maxFailPercent ?? DEPLOY_CLI_DEFAULTS.maxFailPercent;
   const taskTimeoutS = o.taskTimeout ?? DEPLOY_CLI_DEFAULTS.taskTimeoutS;
   const { effective: plan, rendered } = planOf(all);
   const services = o.services
@@ -201,11 +202,19 @@ export function formatReport(r: DeployReport): string {
 
 /** `stackctl deploy -i INV [--dry-run] [--resume] [--services a,b] [--steps 1-5] [--concurrency N] [--json]`. */
 export function registerDeploy(program: Command): void {
-  withDeployNodeOptions(inventoryOptions(program.command('deploy')))
-    .description(
-      'provision the nodes not yet active, then deploy the plan onto the nodes in steps 1-5 (re-entrant; --dry-run shows what would change)',
-    )
-    .option('--dry-run', 'show per node and container what would be created, recreated (and why) or left alone')
+  const cmd = withDeployNodeOptions(inventoryOptions(program.command('deploy'))).description(
+    'provision the nodes not yet active, then deploy the plan onto the nodes in steps 1-5 (re-entrant; --dry-run shows what would change)',
+  );
+  dryRunOption(
+    cmd,
+    'show per node and container what would be created, recreated (and why) or left alone, act on nothing',
+  );
+  maxFailPercentOption(
+    cmd,
+    "abort when a role's failed share of nodes exceeds this",
+    DEPLOY_CLI_DEFAULTS.maxFailPercent,
+  );
+  cmd
     .option('--resume', 'continue the last run after a crash, without repeating completed side effects')
     .option('--services <list>', 'only these services, comma separated')
     .option('--steps <range>', 'only these steps, e.g. 1-5, 2, 2,4')
@@ -215,14 +224,6 @@ export function registerDeploy(program: Command): void {
         'nodes worked on at once within a step',
         RANGE.concurrency,
         DEPLOY_CLI_DEFAULTS.concurrency,
-      ),
-    )
-    .addOption(
-      numberOption(
-        '--failure-budget <percent>',
-        "abort when a role's failed share of nodes exceeds this",
-        RANGE.percent,
-        DEPLOY_CLI_DEFAULTS.failureBudgetPercent,
       ),
     )
     .addOption(

@@ -38,14 +38,14 @@ import {
   type Session,
 } from './nodes-session.js';
 import { RANGE, secondsOption } from './numbers.js';
-import { selectionOptions } from './options.js';
+import { hostImageOption, selectionOptions } from './options.js';
 import { DEFAULT_RAMDISK_DIR } from './ramdisk.js';
 import { selectNodes } from './targets.js';
 import { withRunLock } from './run-lock.js';
 
 type ProvisionOpts = BootOpts & {
   ramdisk?: string;
-  image?: string;
+  hostImage?: string;
   resume?: boolean;
   sshCheck: boolean;
   /** Seconds. */
@@ -207,11 +207,11 @@ export interface StagedBootFiles {
  * server's folder (links, or one copy each): the inspection and the deploy of
  * a run share it.
  */
-export function stageBootFiles(s: Session, opts: { ramdisk?: string; image?: string }): StagedBootFiles {
+export function stageBootFiles(s: Session, opts: { ramdisk?: string; hostImage?: string }): StagedBootFiles {
   const ramdiskDir = resolve(opts.ramdisk ?? DEFAULT_RAMDISK_DIR);
   const ramdisk = readRamdiskManifest(ramdiskDir);
   warnStaleRamdisk(ramdiskDir);
-  const imageDir = resolve(opts.image ?? DEFAULT_HOST_IMAGE_DIR);
+  const imageDir = resolve(opts.hostImage ?? DEFAULT_HOST_IMAGE_DIR);
   const manifest = readHostManifest(imageDir);
   if (!manifest) {
     throw new IoError('E_IMAGE_MISSING', `no host image in ${imageDir} (${HOST_OUTPUTS.manifest} is missing)`, {
@@ -324,10 +324,15 @@ function failed(r: ProvisionResult): never {
 /** Add provision and undeploy to `stackctl nodes`. */
 export function registerProvision(nodes: Command): void {
   const common = (cmd: Command): Command =>
-    withBootOptions(selectionOptions(cmd, 4), DEPLOY_DEFAULTS.timeoutMs / 1000)
-      .option('--ramdisk <dir>', 'the deploy ramdisk (stackctl images build-ramdisk)', DEFAULT_RAMDISK_DIR)
-      .option('--image <dir>', 'the host OS image (stackctl images build host)', DEFAULT_HOST_IMAGE_DIR)
-      .option('--resume', 'carry on with nodes an interrupted run left in the middle of the operation');
+    hostImageOption(
+      withBootOptions(selectionOptions(cmd, 4), DEPLOY_DEFAULTS.timeoutMs / 1000).option(
+        '--ramdisk <dir>',
+        'the deploy ramdisk (stackctl images build-ramdisk)',
+        DEFAULT_RAMDISK_DIR,
+      ),
+      'the host OS image (stackctl images build host)',
+      DEFAULT_HOST_IMAGE_DIR,
+    ).option('--resume', 'carry on with nodes an interrupted run left in the middle of the operation');
 
   common(nodes.command('provision'))
     .description(

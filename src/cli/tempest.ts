@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
-import { IoError, RemoteError, UsageError } from '../core/errors.js';
+import { IoError, RemoteError } from '../core/errors.js';
 import { exists, writeFileAtomic } from '../core/fs.js';
 import { adminCredentials } from '../roles/credentials.js';
 import { listFlavorsAndImages, type CloudDeps } from '../tempest/cloud.js';
@@ -11,7 +11,7 @@ import { formatSummary, parseTrace, summarize, type RunSummary } from '../tempes
 import { EXCLUDED, excludeListFile, SMOKE_REGEX } from '../tempest/selection.js';
 import { loadAll, planOf } from './context.js';
 import { RANGE, numberOption } from './numbers.js';
-import { inventoryOptions, type CommonOpts } from './options.js';
+import { inventoryOptions, osInterfaceOption, type CommonOpts, type OsInterface } from './options.js';
 import { out, printIssues } from './output.js';
 
 /** Options of `stackctl tempest config`. */
@@ -19,7 +19,8 @@ export interface TempestConfigOpts extends CommonOpts {
   output?: string;
   flavor?: string;
   image?: string;
-  interface?: string;
+  /** The Keystone endpoint interface Tempest uses (default public). */
+  osInterface?: OsInterface;
 }
 
 /** Options of `stackctl tempest run`. */
@@ -56,9 +57,7 @@ export async function runTempestConfig(
     throw new IoError('E_NO_ADMIN_PASSWORD', `the secrets file ${all.secretsFile} holds no keystone_admin_password`, {
       hint: "Run 'stackctl secrets generate' first (and deploy the cloud with it).",
     });
-  const iface = o.interface ?? 'public';
-  if (iface !== 'public' && iface !== 'internal')
-    throw new UsageError('E_OPTION', `--interface must be public or internal, not '${iface}'`);
+  const iface = o.osInterface ?? 'public';
   const { plan } = planOf(all);
   const region = all.loaded.inventory.cloud.region ?? 'RegionOne';
   const creds = adminCredentials(plan, password, { iface, region });
@@ -172,7 +171,7 @@ export async function runTempest(
 /** `stackctl tempest config|run`. */
 export function registerTempest(program: Command): void {
   const tempest = program.command('tempest').description('Tempest, the OpenStack test suite, against the cloud');
-  inventoryOptions(tempest.command('config'))
+  const config = inventoryOptions(tempest.command('config'))
     .description(
       'write a Tempest workspace (etc/tempest.conf, mode 0600) for the cloud; refuses a flavour or image the cloud lacks',
     )
@@ -181,11 +180,10 @@ export function registerTempest(program: Command): void {
       '--flavor <name>',
       "flavour the compute tests boot (default: the inventory's first cloud.resources flavour)",
     )
-    .option('--image <name>', "image the compute tests boot (default: the inventory's first cloud.resources image)")
-    .option('--interface <name>', 'endpoint interface Tempest uses: public or internal', 'public')
-    .action(async (opts: TempestConfigOpts) => {
-      await runTempestConfig(opts);
-    });
+    .option('--image <name>', "image the compute tests boot (default: the inventory's first cloud.resources image)");
+  osInterfaceOption(config, 'Tempest').action(async (opts: TempestConfigOpts) => {
+    await runTempestConfig(opts);
+  });
   tempest
     .command('run')
     .description('run the identity, compute and image smoke tests in a workspace; print counts and skips')

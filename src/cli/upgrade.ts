@@ -32,7 +32,7 @@ import { hookHandler } from '../upgrade/run-hooks.js';
 import { loadAll, planOf, type Loaded } from './context.js';
 import { eventSink, nodeSessions } from './node-sessions.js';
 import { RANGE, numberOption, secondsOption } from './numbers.js';
-import { inventoryOptions, type CommonOpts } from './options.js';
+import { choiceOption, dryRunOption, inventoryOptions, maxFailPercentOption, type CommonOpts } from './options.js';
 import { out, printIssues } from './output.js';
 import { runWithProgress } from './progress.js';
 import { withRunLock } from './run-lock.js';
@@ -47,7 +47,7 @@ export interface UpgradeOpts extends CommonOpts {
   maxFailPercent?: number;
   canary?: boolean;
   fastForward?: boolean;
-  plan?: boolean;
+  dryRun?: boolean;
   resume?: boolean;
   continue?: boolean;
   json?: boolean;
@@ -111,7 +111,7 @@ export function targetInventory(all: Loaded, plan: UpgradePlan): Loaded['loaded'
 }
 
 /**
- * `stackctl upgrade --to TARGET`: with --plan print the phases and act on
+ * `stackctl upgrade --to TARGET`: with --dry-run print the phases and act on
  * nothing; otherwise run them (or go on with the open run: --resume,
  * --continue). Returns the run's report; sets process.exitCode.
  */
@@ -124,7 +124,7 @@ export async function runUpgrade(
   const target = loadRelease(o.releases ? resolve(o.releases) : defaultReleasesDir(), o.to);
   const mode: RunMode = o.continue ? RunMode.CONTINUE : o.resume ? RunMode.RESUME : RunMode.NEW;
   const journalFile = journalFileFor(all.inventoryFile);
-  let open: Replay | undefined = o.plan ? undefined : JournalFile.last(journalFile);
+  let open: Replay | undefined = o.dryRun ? undefined : JournalFile.last(journalFile);
   if (open && closeFinished(open, all, journalFile, deps, o)) {
     if (mode !== RunMode.NEW) return undefined;
     open = JournalFile.last(journalFile);
@@ -158,7 +158,7 @@ export async function runUpgrade(
         options: planOptions(o, continuing),
       })
     : draft;
-  if (o.plan) {
+  if (o.dryRun) {
     if (o.checkImages !== undefined && o.checkImages !== false) {
       const images = plan.phases.flatMap((p) =>
         p.steps.flatMap((s) => s.actions.flatMap((a) => (a.kind === 'check-images' ? a.images : []))),
@@ -293,27 +293,27 @@ function closeFinished(open: Replay, all: Loaded, journalFile: string, deps: Upg
 
 /** Register `stackctl upgrade`. */
 export function registerUpgrade(program: Command): void {
-  inventoryOptions(program.command('upgrade'))
+  const cmd = inventoryOptions(program.command('upgrade'))
     .description('upgrade the cloud to a release manifest: an update (new tags) or a newer OpenStack release')
-    .requiredOption('--to <release>', 'target release manifest (images/releases/<release>.yaml)')
-    .option('--plan', 'print the phases and act on nothing')
+    .requiredOption('--to <release>', 'target release manifest (images/releases/<release>.yaml)');
+  dryRunOption(cmd, 'print the phases and act on nothing');
+  maxFailPercentOption(cmd, 'failure budget of the compute batches, percent of their nodes (default 0)');
+  cmd
     .addOption(
       numberOption('--batch <n>', "computes upgraded at once (default: the role's update_serial)", {
         min: 1,
         max: 10_000,
       }),
     )
-    .option('--pause-at <point>', `stop and wait for --continue: ${Object.values(PauseAt).join(', ')} (default never)`)
     .addOption(
-      numberOption(
-        '--max-fail-percent <percent>',
-        'failure budget of the compute batches, percent of their nodes (default 0)',
-        RANGE.percent,
-      ),
+      choiceOption('--pause-at <point>', 'stop and wait for --continue (default never)', Object.values(PauseAt)),
     )
     .option('--canary', 'upgrade one compute first, then pause')
     .option('--fast-forward', "a target that skips releases: each API down for its window, computes inside Nova's")
-    .option('--check-images [registry]', "with --plan: ask the registry (default: the plan's) for every target image")
+    .option(
+      '--check-images [registry]',
+      "with --dry-run: ask the registry (default: the plan's) for every target image",
+    )
     .option('--resume', 'go on with the open run after a failure or a crash (actions done are not done again)')
     .option('--continue', 'go on with the open run past the pause it stopped at')
     .addOption(
@@ -325,9 +325,9 @@ export function registerUpgrade(program: Command): void {
       ),
     )
     .option('--json', 'stable JSON for tools')
-    // --plan acts on nothing: it runs beside a run in progress
+    // a dry run acts on nothing: it runs beside a run in progress
     .action(
       async (opts: UpgradeOpts) =>
-        void (await (opts.plan ? runUpgrade(opts) : withRunLock(opts.inventory, () => runUpgrade(opts)))),
+        void (await (opts.dryRun ? runUpgrade(opts) : withRunLock(opts.inventory, () => runUpgrade(opts)))),
     );
 }

@@ -208,7 +208,7 @@ describe('stackctl nodes provision|undeploy on bad input', () => {
       'lo',
       '--ramdisk',
       dir,
-      '--image',
+      '--host-image',
       `${dir}/noimage`,
     );
     expect(r.code).toBe(4);

@@ -330,10 +330,10 @@ const READ_ONLY: readonly (readonly string[])[] = [
   ['nodes', 'list'],
   ['nodes', 'show', 'ctl-0'],
   ['deploy', '--dry-run'],
-  ['upgrade', '--to', 'zed-update', '--plan'],
+  ['upgrade', '--to', 'zed-update', '--dry-run'],
   ['status'],
   ['openrc'],
-  ['tempest', 'config', '--interface', 'none'], // stops at its own option check: no cloud is asked
+  ['tempest', 'config', '--os-interface', 'none'], // stops at its own option check: no cloud is asked
   ['pxe', 'config'],
   ['lab', 'bmc', 'list'],
   ['lab', 'status', '--kind', 'vm'],

@@ -83,7 +83,7 @@ describe('stackctl deploy on a VM lab: powered-off node -> provisioned -> memcac
     let text = '';
     const t0 = Date.now();
     const report = await runDeploy(
-      { inventory, services: 'memcached', ramdisk: RAMDISK_DIR, image: TEST_HOST_IMAGE_DIR, ...extra },
+      { inventory, services: 'memcached', ramdisk: RAMDISK_DIR, hostImage: TEST_HOST_IMAGE_DIR, ...extra },
       { write: (t) => void (text += t), tty: false },
     );
     return { report, text, s: (Date.now() - t0) / 1000 };
