@@ -105,7 +105,7 @@ export function nodesToProvision(
         {
           hint: row
             ? 'An interrupted run left it there: carry on with stackctl deploy --resume.'
-            : `Finish the operation first: stackctl nodes undeploy --node ${n.name} --resume.`,
+            : `Finish the operation first: stackctl nodes undeploy --node ${n.name} --resume --yes.`,
           details: { node: n.name, state: st },
         },
       );

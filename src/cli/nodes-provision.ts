@@ -24,6 +24,7 @@ import { readRamdiskManifest } from '../pxe/services.js';
 import type { BootServices } from '../pxe/services.js';
 import { ensureClientKey, openPool, sshFilesFor } from '../remote/index.js';
 import type { SshPool } from '../remote/ssh.js';
+import { requireConfirmation, type ConfirmDeps } from './confirm.js';
 import type { Loaded } from './context.js';
 import { DEFAULT_HOST_IMAGE_DIR } from './images.js';
 import {
@@ -47,6 +48,8 @@ type ProvisionOpts = BootOpts & {
   ramdisk?: string;
   hostImage?: string;
   resume?: boolean;
+  /** undeploy: wipe the disks without asking. */
+  yes?: boolean;
   sshCheck: boolean;
   /** Seconds. */
   sshTimeout?: number;
@@ -149,7 +152,11 @@ function progressOf(e: StackctlEvent): string | undefined {
   return undefined;
 }
 
-async function runProvision(action: 'provision' | 'undeploy', opts: ProvisionOpts): Promise<void> {
+async function runProvision(
+  action: 'provision' | 'undeploy',
+  opts: ProvisionOpts,
+  confirm: ConfirmDeps = {},
+): Promise<void> {
   const timeoutMs = opts.timeout * 1000;
   const sshTimeoutS = opts.sshTimeout ?? SSH_CHECK_TIMEOUT_MS / 1000;
   const s = openSession(opts, false);
@@ -157,6 +164,7 @@ async function runProvision(action: 'provision' | 'undeploy', opts: ProvisionOpt
     const names = selectNodes(s.all, opts);
     const resume = Boolean(opts.resume);
     for (const n of names) checkState(s, n, action, resume);
+    if (action === 'undeploy') await confirmUndeploy(opts, names, confirm);
     const net = bootNetwork(s, opts);
     const staged = stageBootFiles(s, opts);
     const results = new AgentResults();
@@ -194,6 +202,26 @@ async function runProvision(action: 'provision' | 'undeploy', opts: ProvisionOpt
   } finally {
     await s.close();
   }
+}
+
+/**
+ * An undeploy wipes the disks of the nodes: their names are shown and the
+ * operator says yes (`--yes`, or "y" at the prompt) before any node is
+ * touched; without a terminal, only `--yes` goes on.
+ */
+async function confirmUndeploy(opts: ProvisionOpts, names: readonly string[], deps: ConfirmDeps): Promise<void> {
+  const selection = opts.all ? '--all' : opts.role ? `--role ${opts.role}` : names.map((n) => `--node ${n}`).join(' ');
+  await requireConfirmation(
+    {
+      yes: opts.yes,
+      action: `undeploying ${names.join(', ')} (power off, wipe every disk)`,
+      question:
+        `Undeploy ${names.length} node(s): ${names.join(', ')}? Each is powered off and every disk of it wiped ` +
+        '(partition tables and disk ends): what it ran is lost. [y/N] ',
+      again: `stackctl nodes undeploy -i ${opts.inventory} ${selection}${opts.resume ? ' --resume' : ''} --yes`,
+    },
+    deps,
+  );
 }
 
 /** The boot files of a provisioning run, in `<inventory>.pxe/files/`, and the staged host image. */
@@ -322,7 +350,7 @@ function failed(r: ProvisionResult): never {
 }
 
 /** Add provision and undeploy to `stackctl nodes`. */
-export function registerProvision(nodes: Command): void {
+export function registerProvision(nodes: Command, confirm: ConfirmDeps = {}): void {
   const common = (cmd: Command): Command =>
     hostImageOption(
       withBootOptions(selectionOptions(cmd, 4), DEPLOY_DEFAULTS.timeoutMs / 1000).option(
@@ -351,8 +379,12 @@ export function registerProvision(nodes: Command): void {
     .action((opts: ProvisionOpts) => withRunLock(opts.inventory, () => runProvision('provision', opts)));
 
   common(nodes.command('undeploy'))
-    .description('power the node off, wipe its disks (partition tables and disk ends) in the ramdisk: -> available')
+    .description(
+      'power the node off, wipe its disks (partition tables and disk ends) in the ramdisk: -> available; ' +
+        'asks first, naming the nodes (without a terminal: refused unless --yes)',
+    )
+    .option('--yes', 'wipe the disks of the selected nodes without asking')
     .action((opts: ProvisionOpts) =>
-      withRunLock(opts.inventory, () => runProvision('undeploy', { ...opts, sshCheck: false })),
+      withRunLock(opts.inventory, () => runProvision('undeploy', { ...opts, sshCheck: false }, confirm)),
     );
 }

@@ -7,7 +7,6 @@
  * error showing both fingerprints and that flag. Also creates stackctl's SSH
  * key `<inventory>.ssh/id_ed25519` when it is missing.
  */
-import { createInterface } from 'node:readline/promises';
 import type { Command } from 'commander';
 import pLimit from 'p-limit';
 import { ExitCode, RemoteError, UsageError, summarizeFailure, type ExitCode as Exit } from '../core/errors.js';
@@ -24,6 +23,7 @@ import {
   type PublicKey,
   type SshTarget,
 } from '../remote/index.js';
+import { askTerminal, onTerminal, type ConfirmDeps } from './confirm.js';
 import { loadAll } from './context.js';
 import { withRunLock } from './run-lock.js';
 import { RANGE, numberOption, secondsOption } from './numbers.js';
@@ -75,31 +75,18 @@ type TrustOpts = CommonOpts &
   };
 
 /** Side effects of the command, injectable for tests (CONVENTIONS.md 8). */
-export interface TrustDeps {
+export interface TrustDeps extends ConfirmDeps {
   /** Reads a host's key without logging in. */
   readonly fetchHostKey?: (t: SshTarget, o: { timeoutMs: number }) => Promise<PublicKey>;
-  /** Asks the operator; only called on a terminal. */
-  readonly confirm?: (question: string) => Promise<boolean>;
-  /** Whether stdin and stderr are a terminal. */
-  readonly interactive?: () => boolean;
   /** Where messages for the operator go. */
   readonly err?: (text: string) => void;
-}
-
-async function askTerminal(question: string): Promise<boolean> {
-  const rl = createInterface({ input: process.stdin, output: process.stderr });
-  try {
-    return /^y(es)?$/i.test((await rl.question(question)).trim());
-  } finally {
-    rl.close();
-  }
 }
 
 /** Add `trust` to the `nodes` command group. */
 export function registerTrust(nodes: Command, deps: TrustDeps = {}): void {
   const fetchKey = deps.fetchHostKey ?? ((t, o) => defaultFetchHostKey(t, o));
   const confirm = deps.confirm ?? askTerminal;
-  const interactive = deps.interactive ?? (() => Boolean(process.stdin.isTTY && process.stderr.isTTY));
+  const interactive = deps.interactive ?? onTerminal;
   const say = deps.err ?? ((text: string) => void process.stderr.write(text));
   inventoryOptions(nodes.command('trust'))
     .description(
