@@ -61,7 +61,8 @@ export function deprecatedAlias(
   if (current.parseArg) alias.argParser(current.parseArg);
   cmd.addOption(alias);
   cmd.on(`option:${alias.name()}`, () => {
-    warn(`warning W_OPTION_DEPRECATED: ${alias.long} is the old spelling of ${current.long}: use ${current.long}\n`);
+    const code = 'W_OPTION_DEPRECATED';
+    warn(`warning ${code}: ${alias.long} is the old spelling of ${current.long}: use ${current.long}\n`);
     cmd.setOptionValueWithSource(current.attributeName(), cmd.getOptionValue(alias.attributeName()), 'cli');
   });
   return cmd;
