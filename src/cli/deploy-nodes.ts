@@ -27,8 +27,8 @@ import { DEFAULT_HOST_IMAGE_DIR } from './images.js';
 import { enrollNode, inspectNode } from './nodes-lifecycle.js';
 import { provisionDeps, provisionNode, stageBootFiles, targetOf } from './nodes-provision.js';
 import { bootNetwork, openSession, runBootServices, type BootOpts } from './nodes-session.js';
+import { fanOut, type NodeOutcome } from './fanout.js';
 import { table } from './output.js';
-import { runWithProgress } from './progress.js';
 import { RANGE, secondsOption } from './numbers.js';
 import { hostImageOption } from './options.js';
 import { DEFAULT_RAMDISK_DIR } from './ramdisk.js';
@@ -231,7 +231,7 @@ async function provisionPending(ctx: DeployNodesContext, pending: readonly Pendi
     ctx.write(`provisioning ${pending.length} node(s) before the services: ${pending.map((p) => p.node).join(', ')}\n`);
   }
   const s = openSession(bootOpts, ctx.tty || Boolean(opts.json));
-  const failures: { node: string; code: string; message: string }[] = [];
+  let outcomes: NodeOutcome[] = [];
   try {
     const net = bootNetwork(s, bootOpts);
     const staged = stageBootFiles(s, opts);
@@ -252,73 +252,61 @@ async function provisionPending(ctx: DeployNodesContext, pending: readonly Pendi
       timeoutMs,
       pollMs: 1000,
     };
-    s.emit({ kind: 'command.start', command: 'deploy: provision', nodes: pending.map((p) => p.node) });
     try {
-      await runWithProgress(
-        pending.map((p) => ({
-          title: p.node,
-          run: async (update) => {
-            updates.set(p.node, update);
-            try {
-              const done: string[] = [];
-              if (p.phases.includes(NodePhase.ENROLL)) {
-                update('enroll: checking the BMC');
-                await enrollNode(s, p.node, update);
-                done.push('enrolled');
-              }
-              if (p.phases.includes(NodePhase.INSPECT)) {
-                update('inspect');
-                await inspectNode(s, inspectDeps, services, p.node, update, 'deploy: inspect');
-                done.push('inspected');
-              }
-              update('provision');
-              const target = targetOf(s.all, p.node);
-              const r = await provisionNode(s, deps, target, {
-                resume: Boolean(opts.resume),
-                ssh: { pool, timeoutMs: SSH_CHECK_TIMEOUT_MS },
-              });
-              update('waiting for dockerd');
-              await dockerReady(pool, p.node, target.ip);
-              done.push(r.summary);
-              const line = `${p.node}: ${done.join('; ')}`;
-              if (!ctx.tty && !opts.json) ctx.write(line + '\n');
-              return done.join('; ');
-            } catch (e) {
-              const f = summarizeFailure(e);
-              failures.push({ node: p.node, code: f.code, message: f.message });
-              s.emit({
-                kind: 'node.failed',
-                node: p.node,
-                action: 'deploy: provision',
-                code: f.code,
-                message: f.message,
-              });
-              if (!ctx.tty && !opts.json) ctx.write(`${p.node}: FAILED ${f.code}: ${f.message}\n`);
-              throw e;
+      outcomes = await fanOut(
+        {
+          command: 'deploy: provision',
+          outcomes: pending.map((p): NodeOutcome => ({ node: p.node, ok: false })),
+          concurrency: ctx.concurrency,
+          visible: ctx.tty && !opts.json,
+          emit: s.emit,
+        },
+        async (o, update) => {
+          const p = pending.find((x) => x.node === o.node)!;
+          updates.set(p.node, update);
+          try {
+            const done: string[] = [];
+            if (p.phases.includes(NodePhase.ENROLL)) {
+              update('enroll: checking the BMC');
+              await enrollNode(s, p.node, update);
+              done.push('enrolled');
             }
-          },
-        })),
-        ctx.concurrency,
-        ctx.tty && !opts.json,
+            if (p.phases.includes(NodePhase.INSPECT)) {
+              update('inspect');
+              await inspectNode(s, inspectDeps, services, p.node, update, 'deploy: inspect');
+              done.push('inspected');
+            }
+            update('provision');
+            const target = targetOf(s.all, p.node);
+            const r = await provisionNode(s, deps, target, {
+              resume: Boolean(opts.resume),
+              ssh: { pool, timeoutMs: SSH_CHECK_TIMEOUT_MS },
+            });
+            update('waiting for dockerd');
+            await dockerReady(pool, p.node, target.ip);
+            done.push(r.summary);
+            if (!ctx.tty && !opts.json) ctx.write(`${p.node}: ${done.join('; ')}\n`);
+            return done.join('; ');
+          } catch (e) {
+            const f = summarizeFailure(e);
+            if (!ctx.tty && !opts.json) ctx.write(`${p.node}: FAILED ${f.code}: ${f.message}\n`);
+            throw e;
+          }
+        },
       );
     } finally {
-      s.emit({
-        kind: 'command.end',
-        command: 'deploy: provision',
-        ok: pending.length - failures.length,
-        failed: failures.length,
-      });
       await pool.close().catch(() => undefined);
       await services.close();
     }
   } finally {
     await s.close();
   }
+  const failures = outcomes.filter((o) => !o.ok);
   if (failures.length) {
     throw new StackctlError(
       'E_DEPLOY_PROVISION',
       `${failures.length} node(s) could not be provisioned, no service was deployed: ` +
-        failures.map((f) => `${f.node} (${f.code}: ${f.message})`).join('; '),
+        failures.map((f) => `${f.node} (${f.error?.code}: ${f.error?.message})`).join('; '),
       {
         hint:
           'See stackctl nodes show NODE for each node and its history; fix the cause and run stackctl deploy again ' +

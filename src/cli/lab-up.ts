@@ -1,8 +1,7 @@
 import type { Command } from 'commander';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { createDriver } from '../bmc/registry.js';
-import { UsageError, messageOf } from '../core/errors.js';
+import { UsageError } from '../core/errors.js';
 import { packageRoot } from '../core/paths.js';
 import { buildImages, formatBuildEvent } from '../images/build.js';
 import { localEngine, type LocalEngine } from '../remote/docker-local.js';
@@ -11,12 +10,11 @@ import { labDown, labStatus, labUp, labPaths, type LabInput } from '../lab/nodes
 import { TOPOLOGIES, labInventoryYaml, topology } from '../lab/nodes/topology.js';
 import { VM_LAB_DEFAULTS } from '../lab/vm/layout.js';
 import { loadAll, type Loaded } from './context.js';
-import { runningBmcs, startBmcs, stopBmcs } from './lab.js';
+import { labPowers, startBmcs, stopBmcs } from './lab.js';
 import { inventoryOf, loadOpts, prepareLabInventory, type LabOpts } from './lab-inventory.js';
 import { VM_REGISTRY_PUSH_ADDRESS, runVmLabDown, runVmLabStatus, runVmLabUp, type VmUpOpts } from './lab-vm.js';
 import { RANGE, numberOption, secondsOption } from './numbers.js';
 import { out, table } from './output.js';
-import { bmcTargets } from './targets.js';
 import { withRunLock } from './run-lock.js';
 
 /** Kinds of lab node: containers (provisioned hosts) and QEMU VMs (bare metal to provision). */
@@ -179,29 +177,11 @@ export async function runLabStatus(o: LabOpts & { json?: boolean }, deps: LabCli
   if (o.kind === 'vm') return runVmLabStatus(o);
   const all = loadAll(loadOpts(o, inventoryOf(o)));
   const rows = await labStatus(labInput(all), deps.engine);
-  const bmcUp = runningBmcs(all) !== undefined;
-  const targets = all.secrets
-    ? bmcTargets(
-        all,
-        rows.map((r) => r.node),
-      )
-    : [];
-  const result = [];
-  for (const r of rows) {
-    let power = 'no BMC running';
-    const t = targets.find((x) => x.node === r.node);
-    if (bmcUp && t) {
-      const d = createDriver(t);
-      try {
-        power = await d.powerState();
-      } catch (e) {
-        power = `error: ${messageOf(e)}`;
-      } finally {
-        await d.close();
-      }
-    }
-    result.push({ ...r, power });
-  }
+  const powers = await labPowers(
+    all,
+    rows.map((r) => r.node),
+  );
+  const result = rows.map((r) => ({ ...r, power: powers.get(r.node)! }));
   if (o.json) out(JSON.stringify(result, null, 2) + '\n');
   else
     out(

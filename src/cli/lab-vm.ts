@@ -1,6 +1,5 @@
 import { existsSync, readFileSync } from 'node:fs';
-import { createDriver } from '../bmc/registry.js';
-import { InputError, messageOf } from '../core/errors.js';
+import { InputError } from '../core/errors.js';
 import { PROVISIONING } from '../pxe/dnsmasq.js';
 import { NodeStateStore, nodesFileFor } from '../provision/machine.js';
 import { ensureKeyPair } from '../lab/nodes/keys.js';
@@ -22,10 +21,9 @@ import { buildImages } from '../images/build.js';
 import { ensureRegistry } from '../images/registry.js';
 import type { LocalEngine } from '../remote/docker-local.js';
 import { loadAll, type Loaded } from './context.js';
-import { runningBmcs, startBmcs, stopBmcs } from './lab.js';
+import { labPowers, runningBmcs, startBmcs, stopBmcs } from './lab.js';
 import { inventoryOf, loadOpts, prepareLabInventory, type LabOpts } from './lab-inventory.js';
 import { out, table } from './output.js';
-import { bmcTargets } from './targets.js';
 
 /** Options of `lab up` that only the vm kind reads. */
 export interface VmUpOpts {
@@ -220,29 +218,11 @@ export async function runVmLabStatus(o: LabOpts & { json?: boolean }): Promise<v
   const st = await vmLabStatus(vmLabInput(all), new HostNetwork());
   const bmcs = runningBmcs(all);
   const store = NodeStateStore.open(nodesFileFor(all.inventoryFile));
-  const targets = all.secrets
-    ? bmcTargets(
-        all,
-        st.nodes.map((n) => n.node),
-      )
-    : [];
-  const rows = [];
-  for (const n of st.nodes) {
-    let power = 'no BMC running';
-    const t = targets.find((x) => x.node === n.node);
-    if (bmcs && t) {
-      // the lab's BMCs speak plain HTTP on loopback by design: no warning here
-      const d = createDriver(t, { redfish: { warn: () => undefined } });
-      try {
-        power = await d.powerState();
-      } catch (e) {
-        power = `error: ${messageOf(e)}`;
-      } finally {
-        await d.close();
-      }
-    }
-    rows.push({ ...n, power, state: store.get(n.node).state });
-  }
+  const powers = await labPowers(
+    all,
+    st.nodes.map((n) => n.node),
+  );
+  const rows = st.nodes.map((n) => ({ ...n, power: powers.get(n.node)!, state: store.get(n.node).state }));
   if (o.json) {
     out(
       JSON.stringify({ bridge: st.bridge, bridgeUp: st.bridgeUp, vbmcPid: bmcs?.pid ?? null, nodes: rows }, null, 2) +

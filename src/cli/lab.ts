@@ -3,7 +3,9 @@ import { spawn } from 'node:child_process';
 import { mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { isLoopbackHost, parseBmcAddress } from '../core/bmc-address.js';
-import { IoError, TimeoutError } from '../core/errors.js';
+import { createDriver } from '../bmc/registry.js';
+import { mapLimit } from '../core/concurrency.js';
+import { IoError, TimeoutError, messageOf } from '../core/errors.js';
 import { JsonLinesLog } from '../core/events.js';
 import { exists, writeFileAtomic } from '../core/fs.js';
 import { labMachines } from '../lab/nodes/machines.js';
@@ -120,6 +122,29 @@ function alive(pid: number): boolean {
   } catch {
     return false;
   }
+}
+
+/**
+ * Each node's power through its virtual BMC, all asked at once: 'no BMC
+ * running' when the BMC process is not up (or there are no credentials),
+ * `error: MESSAGE` for a BMC that does not answer.
+ */
+export async function labPowers(all: Loaded, nodes: readonly string[]): Promise<Map<string, string>> {
+  const targets = all.secrets && runningBmcs(all) ? bmcTargets(all, nodes) : [];
+  const powers = await mapLimit(nodes, RANGE.concurrency.max, async (node) => {
+    const t = targets.find((x) => x.node === node);
+    if (!t) return 'no BMC running';
+    // the lab's BMCs speak plain HTTP on loopback by design: no warning here
+    const d = createDriver(t, { redfish: { warn: () => undefined } });
+    try {
+      return await d.powerState();
+    } catch (e) {
+      return `error: ${messageOf(e)}`;
+    } finally {
+      await d.close();
+    }
+  });
+  return new Map(nodes.map((n, i) => [n, powers[i]!]));
 }
 
 /** The inventory's nodes whose BMC is on loopback: those the lab serves. */

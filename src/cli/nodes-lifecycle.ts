@@ -8,6 +8,7 @@
  */
 import type { Command } from 'commander';
 import { resolve } from 'node:path';
+import { mapLimit } from '../core/concurrency.js';
 import { StackctlError, UsageError, summarizeFailure } from '../core/errors.js';
 import {
   IntrospectionStore,
@@ -187,20 +188,13 @@ export function lastError(rec: NodeRecord): string {
 
 /** Power of each node through its BMC; a failure reads `error: CODE`. */
 async function powers(s: Session, names: readonly string[], concurrency: number): Promise<Map<string, string>> {
-  const result = new Map<string, string>();
-  const queue = [...names];
-  await Promise.all(
-    Array.from({ length: Math.max(1, Math.min(concurrency, names.length)) }, async () => {
-      for (let n = queue.shift(); n !== undefined; n = queue.shift()) {
-        try {
-          result.set(n, await s.driver(n).powerState());
-        } catch (e) {
-          result.set(n, `error: ${summarizeFailure(e).code}`);
-        }
-      }
-    }),
+  const states = await mapLimit(names, concurrency, (n) =>
+    s
+      .driver(n)
+      .powerState()
+      .catch((e: unknown) => `error: ${summarizeFailure(e).code}`),
   );
-  return result;
+  return new Map(names.map((n, i) => [n, states[i]!]));
 }
 
 type ListOpts = LifecycleOpts & { power: boolean };

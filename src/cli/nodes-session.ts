@@ -9,7 +9,7 @@ import { join, resolve } from 'node:path';
 import type { BmcDriver, BmcTarget } from '../bmc/driver.js';
 import { IpmiTransport } from '../bmc/ipmi/transport.js';
 import { createDriver } from '../bmc/registry.js';
-import { ExitCode, UsageError, summarizeFailure, type ExitCode as Exit } from '../core/errors.js';
+import { UsageError } from '../core/errors.js';
 import { JsonLinesLog, formatEvent, type EventSink, type StackctlEvent } from '../core/events.js';
 import { sha256 } from '../core/hash.js';
 import { RAMDISK_FILES, defaultRamdiskSourceDir } from '../images/ramdisk.js';
@@ -21,22 +21,15 @@ import { LAB_KERNEL_ARGS, startBootServices, type BootServices } from '../pxe/se
 import { loadAll, type Loaded } from './context.js';
 import { RANGE, numberOption, secondsOption } from './numbers.js';
 import type { CommonOpts } from './options.js';
-import { out, table } from './output.js';
-import { runWithProgress } from './progress.js';
+import { fanOut, reportOutcomes, resultCell, type NodeOutcome } from './fanout.js';
 import { bmcTargets, type SelectOptions } from './targets.js';
 import { eventsFileFor } from './node-sessions.js';
 
 export type LifecycleOpts = CommonOpts & SelectOptions & { json?: boolean; concurrency: number };
 
 /** One node's outcome in a lifecycle command. */
-export interface Outcome {
-  node: string;
-  ok: boolean;
+export interface Outcome extends NodeOutcome {
   state: string;
-  result?: string;
-  ms?: number;
-  error?: { code: string; message: string; hint?: string };
-  exit?: Exit;
   /** Figures for --json (phases, bytes served, ...). */
   details?: Record<string, unknown>;
 }
@@ -90,8 +83,9 @@ export function openSession(opts: LifecycleOpts, quiet: boolean): Session {
 export const selectable = (all: Loaded): string[] => all.loaded.inventory.nodes.map((n) => n.name);
 
 /**
- * Run `work` for each node under the concurrency limit with progress, then
- * print the outcome table (or JSON) and set the exit status from the failures.
+ * Run `work` for each node under the concurrency limit with progress
+ * (src/cli/fanout.ts), then print the outcome table (or JSON) and set the
+ * exit status from the failures.
  */
 export async function eachLifecycle(
   s: Session,
@@ -100,62 +94,26 @@ export async function eachLifecycle(
   names: readonly string[],
   work: (node: string, update: (status: string) => void, outcome: Outcome) => Promise<string>,
 ): Promise<Outcome[]> {
-  s.emit({ kind: 'command.start', command, nodes: names });
-  const outcomes: Outcome[] = names.map((node) => ({ node, ok: false, state: s.store.get(node).state }));
-  const tty = Boolean(process.stderr.isTTY) && !opts.json;
-  await runWithProgress(
-    names.map((node, i) => ({
-      title: node,
-      run: async (update) => {
-        const o = outcomes[i]!;
-        const t0 = Date.now();
-        try {
-          o.result = await work(node, update, o);
-          o.ok = true;
-          return o.result;
-        } catch (e) {
-          const { exit, ...error } = summarizeFailure(e);
-          o.error = error;
-          o.exit = exit;
-          s.emit({ kind: 'node.failed', node, action: command, code: error.code, message: error.message });
-          throw e;
-        } finally {
-          o.ms = Date.now() - t0;
-          o.state = s.store.get(node).state;
-        }
-      },
-    })),
-    opts.concurrency,
-    tty,
+  const outcomes = await fanOut(
+    {
+      command,
+      outcomes: names.map((node): Outcome => ({ node, ok: false, state: s.store.get(node).state })),
+      concurrency: opts.concurrency,
+      visible: Boolean(process.stderr.isTTY) && !opts.json,
+      emit: s.emit,
+      settle: (o) => void (o.state = s.store.get(o.node).state),
+    },
+    (o, update) => work(o.node, update, o),
   );
-  const failed = outcomes.filter((o) => !o.ok);
-  s.emit({ kind: 'command.end', command, ok: outcomes.length - failed.length, failed: failed.length });
-  if (opts.json) {
-    out(
-      JSON.stringify(
-        outcomes.map(({ exit: _exit, ...o }) => o),
-        null,
-        2,
-      ) + '\n',
-    );
-  } else {
-    out(
-      table(
-        ['NODE', 'STATE', 'TIME', 'RESULT'],
-        outcomes.map((o) => [
-          o.node,
-          o.state,
-          `${((o.ms ?? 0) / 1000).toFixed(1)} s`,
-          o.ok ? o.result! : `FAILED ${o.error!.code}: ${o.error!.message}`,
-        ]),
-      ),
-    );
-    for (const o of failed) if (o.error?.hint) process.stderr.write(`${o.node}: hint: ${o.error.hint}\n`);
-  }
-  if (failed.length) {
-    const codes = new Set(failed.map((o) => o.exit));
-    process.exitCode = codes.size === 1 ? [...codes][0]! : ExitCode.REMOTE;
-  }
+  reportOutcomes(outcomes, {
+    ...(opts.json ? { json: true } : {}),
+    columns: [
+      ['NODE', (o) => o.node],
+      ['STATE', (o) => o.state],
+      ['TIME', (o) => `${((o.ms ?? 0) / 1000).toFixed(1)} s`],
+      ['RESULT', resultCell],
+    ],
+  });
   return outcomes;
 }
 

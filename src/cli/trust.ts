@@ -8,8 +8,7 @@
  * key `<inventory>.ssh/id_ed25519` when it is missing.
  */
 import type { Command } from 'commander';
-import pLimit from 'p-limit';
-import { ExitCode, RemoteError, UsageError, summarizeFailure, type ExitCode as Exit } from '../core/errors.js';
+import { RemoteError, UsageError } from '../core/errors.js';
 import {
   DEFAULT_SSH_USER,
   HostKeyVerdict,
@@ -25,6 +24,7 @@ import {
 } from '../remote/index.js';
 import { askTerminal, onTerminal, type ConfirmDeps } from './confirm.js';
 import { loadAll } from './context.js';
+import { fanOut, setFailureExit, type NodeOutcome } from './fanout.js';
 import { withRunLock } from './run-lock.js';
 import { RANGE, numberOption, secondsOption } from './numbers.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
@@ -48,8 +48,7 @@ export const TrustStatus = {
 export type TrustStatus = (typeof TrustStatus)[keyof typeof TrustStatus];
 
 /** One node's line of the result. */
-interface TrustResult {
-  node: string;
+interface TrustResult extends NodeOutcome {
   address: string;
   port: number;
   status: TrustStatus;
@@ -58,8 +57,8 @@ interface TrustResult {
   /** Fingerprints recorded before, when the key changed. */
   previous?: string[];
   recorded: boolean;
-  error?: { code: string; message: string; hint?: string };
-  exit?: Exit;
+  /** The key the node offered (not printed). */
+  offered?: PublicKey;
 }
 
 type TrustOpts = CommonOpts &
@@ -128,50 +127,49 @@ export function registerTrust(nodes: Command, deps: TrustDeps = {}): void {
             `created stackctl's SSH key ${files.privateKeyFile} (mode 0600); add ${files.privateKeyFile}.pub to ~${opts.sshUser}/.ssh/authorized_keys on every node\n`,
           );
         }
-        const limit = pLimit(opts.concurrency);
-        const results = await Promise.all(
-          names.map((name) =>
-            limit(async (): Promise<TrustResult> => {
-              const address = all.allocation.addresses.get(name)?.[SSH_NETWORK] ?? '';
-              const r: TrustResult = { node: name, address, port, status: TrustStatus.FAILED, recorded: false };
-              try {
-                if (!address) {
-                  throw new RemoteError('E_NO_SSH_ADDRESS', `${name} has no ${SSH_NETWORK} address`, {
-                    hint: `Give the node a NIC on the ${SSH_NETWORK} network; stackctl reaches nodes by SSH there.`,
-                  });
-                }
-                const offered = await fetchKey({ node: name, host: address, port, user: opts.sshUser }, { timeoutMs });
-                const before = recordedKeys(files.knownHostsFile, address, port);
-                r.keyType = offered.type;
-                r.fingerprint = offered.fingerprint;
-                if (before.some((k) => k.blob.equals(offered.blob))) r.status = TrustStatus.KNOWN;
-                else if (before.length) {
-                  r.status = TrustStatus.CHANGED;
-                  r.previous = before.map((k) => k.fingerprint);
-                  if (!replace.has(name)) {
-                    // shown, never recorded: the error carries both fingerprints and the one flag that replaces it
-                    const { exit, ...error } = summarizeFailure(
-                      hostKeyError(
-                        { verdict: HostKeyVerdict.CHANGED, offered, recorded: before },
-                        name,
-                        address,
-                        port,
-                        opts.inventory,
-                      ),
-                    );
-                    r.error = error;
-                    r.exit = exit;
-                  }
-                } else r.status = TrustStatus.NEW;
-                return Object.assign(r, { offered });
-              } catch (e) {
-                const { exit, ...error } = summarizeFailure(e);
-                r.error = error;
-                r.exit = exit;
-                return r;
+        // every node is asked (a failure is its row); nothing is recorded before all are shown
+        const results = await fanOut(
+          {
+            command: 'trust',
+            outcomes: names.map((name): TrustResult => ({
+              node: name,
+              ok: false,
+              address: all.allocation.addresses.get(name)?.[SSH_NETWORK] ?? '',
+              port,
+              status: TrustStatus.FAILED,
+              recorded: false,
+            })),
+            concurrency: opts.concurrency,
+            visible: false,
+          },
+          async (r) => {
+            if (!r.address) {
+              throw new RemoteError('E_NO_SSH_ADDRESS', `${r.node} has no ${SSH_NETWORK} address`, {
+                hint: `Give the node a NIC on the ${SSH_NETWORK} network; stackctl reaches nodes by SSH there.`,
+              });
+            }
+            const offered = await fetchKey({ node: r.node, host: r.address, port, user: opts.sshUser }, { timeoutMs });
+            const before = recordedKeys(files.knownHostsFile, r.address, port);
+            r.keyType = offered.type;
+            r.fingerprint = offered.fingerprint;
+            r.offered = offered;
+            if (before.some((k) => k.blob.equals(offered.blob))) r.status = TrustStatus.KNOWN;
+            else if (before.length) {
+              r.status = TrustStatus.CHANGED;
+              r.previous = before.map((k) => k.fingerprint);
+              // shown, never recorded: the error carries both fingerprints and the one flag that replaces it
+              if (!replace.has(r.node)) {
+                throw hostKeyError(
+                  { verdict: HostKeyVerdict.CHANGED, offered, recorded: before },
+                  r.node,
+                  r.address,
+                  port,
+                  opts.inventory,
+                );
               }
-            }),
-          ),
+            } else r.status = TrustStatus.NEW;
+            return r.status;
+          },
         );
 
         const pending = results.filter((r) => r.status === TrustStatus.NEW);
@@ -207,12 +205,7 @@ export function registerTrust(nodes: Command, deps: TrustDeps = {}): void {
         }
         // named one by one on the command line: that is the operator's word for each of them
         for (const r of replacing) {
-          recordHostKey(
-            files.knownHostsFile,
-            r.address,
-            port,
-            (r as TrustResult & { offered: PublicKey }).offered.blob,
-          );
+          recordHostKey(files.knownHostsFile, r.address, port, r.offered!.blob);
           r.recorded = true;
           say(
             `${r.node}: replaced host key ${r.previous!.join(', ')} by ${r.fingerprint} in ${files.knownHostsFile}\n`,
@@ -224,12 +217,7 @@ export function registerTrust(nodes: Command, deps: TrustDeps = {}): void {
         }
         if (pending.length && accept) {
           for (const r of pending) {
-            recordHostKey(
-              files.knownHostsFile,
-              r.address,
-              port,
-              (r as TrustResult & { offered: PublicKey }).offered.blob,
-            );
+            recordHostKey(files.knownHostsFile, r.address, port, r.offered!.blob);
             r.recorded = true;
           }
           say(`recorded ${pending.length} host key(s) in ${files.knownHostsFile}\n`);
@@ -241,20 +229,14 @@ export function registerTrust(nodes: Command, deps: TrustDeps = {}): void {
         if (opts.json) {
           out(
             JSON.stringify(
-              results.map(({ exit: _exit, ...r }) => {
-                const { offered: _offered, ...rest } = r as TrustResult & { offered?: PublicKey };
-                return rest;
-              }),
+              // the rows as they always were: no outcome bookkeeping, no key blob
+              results.map(({ exit: _exit, offered: _offered, ok: _ok, result: _result, ms: _ms, ...rest }) => rest),
               null,
               2,
             ) + '\n',
           );
         }
-        const failed = results.filter((r) => r.exit !== undefined);
-        if (failed.length) {
-          const codes = new Set(failed.map((r) => r.exit));
-          process.exitCode = codes.size === 1 ? [...codes][0]! : ExitCode.REMOTE;
-        }
+        setFailureExit(results);
       }),
     );
 }
