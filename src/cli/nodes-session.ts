@@ -1,29 +1,25 @@
 /**
- * What the node lifecycle commands share: the session (inventory, node
- * states, events, one BMC driver per node), the per-node runner with
- * progress and the outcome table, and the boot services of a run.
+ * What the node lifecycle commands share on the command line: the session
+ * (src/provision/workflows/session.ts, opened on the loaded inventory with
+ * the events going to its log and to stderr), the per-node run with the
+ * outcome table, the boot options and the boot services of a run.
  */
 import type { Command } from 'commander';
-import { existsSync, readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
-import type { BmcDriver, BmcTarget } from '../bmc/driver.js';
-import { IpmiTransport } from '../bmc/ipmi/transport.js';
-import { createDriver } from '../bmc/registry.js';
+import { resolve } from 'node:path';
 import { UsageError } from '../core/errors.js';
-import { JsonLinesLog, formatEvent, type EventSink, type StackctlEvent } from '../core/events.js';
-import { sha256 } from '../core/hash.js';
-import { RAMDISK_FILES, defaultRamdiskSourceDir } from '../images/ramdisk.js';
+import { JsonLinesLog, formatEvent, type StackctlEvent } from '../core/events.js';
 import { requireTools } from '../lab/vm/host.js';
 import { vmLabBootNetwork } from '../lab/vm/lab.js';
-import { NodeStateStore, nodesFileFor } from '../provision/machine.js';
+import { staleRamdiskFiles, startRunBootServices, type BootFiles } from '../provision/workflows/boot.js';
+import { openNodeSession, type NodeSession, type Site } from '../provision/workflows/session.js';
 import type { AgentReport } from '../pxe/http.js';
-import { LAB_KERNEL_ARGS, startBootServices, type BootServices } from '../pxe/services.js';
+import type { BootServices } from '../pxe/services.js';
 import { loadAll, type Loaded } from './context.js';
+import { fanOut, reportOutcomes, resultCell, type NodeOutcome } from './fanout.js';
+import { eventsFileFor } from './node-sessions.js';
 import { RANGE, numberOption, secondsOption } from './numbers.js';
 import type { CommonOpts } from './options.js';
-import { fanOut, reportOutcomes, resultCell, type NodeOutcome } from './fanout.js';
 import { bmcTargets, type SelectOptions } from './targets.js';
-import { eventsFileFor } from './node-sessions.js';
 
 export type LifecycleOpts = CommonOpts & SelectOptions & { json?: boolean; concurrency: number };
 
@@ -34,17 +30,16 @@ export interface Outcome extends NodeOutcome {
   details?: Record<string, unknown>;
 }
 
-/** What every lifecycle command opens: inventory, node states, events, BMC drivers. */
-export interface Session {
+/** A node session on the loaded inventory the command also reads (selection, secrets). */
+export interface Session extends NodeSession {
   readonly all: Loaded;
-  readonly store: NodeStateStore;
-  readonly emit: (e: StackctlEvent) => void;
-  readonly events: EventSink;
-  /** The node's BMC driver, one per node for the whole command. */
-  driver(node: string): BmcDriver;
-  close(): Promise<void>;
 }
 
+/**
+ * Load the inventory and open a node session on it: every event goes to
+ * `<inventory>.events.jsonl`, and to stderr when neither progress nor --json
+ * shows it (nor `quiet`).
+ */
 export function openSession(opts: LifecycleOpts, quiet: boolean): Session {
   const all = loadAll(opts);
   const log = new JsonLinesLog(eventsFileFor(all.inventoryFile));
@@ -53,30 +48,16 @@ export function openSession(opts: LifecycleOpts, quiet: boolean): Session {
     log.emit(e);
     if (!tty && !opts.json && !quiet) process.stderr.write(formatEvent(e) + '\n');
   };
-  const events: EventSink = { emit };
-  const store = NodeStateStore.open(nodesFileFor(all.inventoryFile), { events });
-  const transport = new IpmiTransport();
-  const drivers = new Map<string, BmcDriver>();
-  let targets: Map<string, BmcTarget> | undefined;
+  return { ...openNodeSession(siteOf(all), { emit, targets: () => bmcTargets(all, selectable(all)) }), all };
+}
+
+/** What the node workflows read of a loaded inventory. */
+export function siteOf(all: Loaded): Site {
   return {
-    all,
-    store,
-    emit,
-    events,
-    driver(node) {
-      let d = drivers.get(node);
-      if (!d) {
-        targets ??= new Map(bmcTargets(all, selectable(all)).map((t) => [t.node, t]));
-        // the lab's BMCs speak plain HTTP on loopback by design; the warning is for real sites
-        d = createDriver(targets.get(node)!, { ipmiTransport: transport, redfish: { warn: () => undefined } });
-        drivers.set(node, d);
-      }
-      return d;
-    },
-    async close() {
-      await Promise.allSettled([...drivers.values()].map((d) => d.close()));
-      await transport.close();
-    },
+    inventoryFile: all.inventoryFile,
+    inventory: all.loaded.inventory,
+    addresses: all.allocation.addresses,
+    registry: all.loaded.inventory.cloud.registry ?? all.release.registry,
   };
 }
 
@@ -159,33 +140,27 @@ export function bootNetwork(s: Session, opts: BootOpts): { iface: string; ipv6Pr
   return { iface, ipv6Prefix: opts.ipv6Prefix ?? lab?.ipv6Prefix };
 }
 
-/** Folder of the run's dnsmasq files and boot files: `<inventory>.pxe/`. */
-export const pxeDirOf = (s: Session): string => s.all.inventoryFile.replace(/\.ya?ml$/, '') + '.pxe';
-
-/** Start the boot server and dnsmasq for a run; the caller closes them. */
+/** Start the boot server and dnsmasq for a run (and say where they listen); the caller closes them. */
 export async function runBootServices(
   s: Session,
   opts: BootOpts,
   net: { iface: string; ipv6Prefix: string | undefined },
-  files: { dir: string; kernel: string; initrd: string },
+  files: BootFiles,
   onReport: (r: AgentReport) => void,
 ): Promise<BootServices> {
-  const services = await startBootServices({
-    inventory: s.all.loaded.inventory,
-    addresses: s.all.allocation.addresses,
-    interface: net.iface,
-    ...(opts.serverAddress ? { serverAddress: opts.serverAddress } : {}),
-    httpPort: opts.httpPort,
-    ...(net.ipv6Prefix ? { ipv6Prefix: net.ipv6Prefix } : {}),
-    runDir: pxeDirOf(s),
-    ...(opts.tftpRoot ? { tftpRoot: resolve(opts.tftpRoot) } : {}),
-    filesDir: files.dir,
-    kernel: files.kernel,
-    initrd: files.initrd,
-    kernelArgs: opts.kernelArg?.length ? opts.kernelArg : LAB_KERNEL_ARGS,
+  const services = await startRunBootServices(
+    s,
+    {
+      iface: net.iface,
+      ipv6Prefix: net.ipv6Prefix,
+      serverAddress: opts.serverAddress,
+      httpPort: opts.httpPort,
+      tftpRoot: opts.tftpRoot ? resolve(opts.tftpRoot) : undefined,
+      kernelArgs: opts.kernelArg,
+    },
+    files,
     onReport,
-    events: s.events,
-  });
+  );
   if (!opts.json) {
     process.stderr.write(
       `boot services: ${services.server.url} on ${net.iface}, dnsmasq pid ${services.dnsmasq.pid}\n`,
@@ -194,28 +169,7 @@ export async function runBootServices(
   return services;
 }
 
-/**
- * The agent files a ramdisk was built from differ from those stackctl ships:
- * the nodes would run an older agent. Resolves to the names that differ
- * (cheap: hashes of a few small files, no apt query).
- */
-export function staleRamdiskFiles(ramdiskDir: string, sourceDir = defaultRamdiskSourceDir()): string[] {
-  let built: Record<string, string> = {};
-  try {
-    const m = JSON.parse(readFileSync(join(ramdiskDir, 'ramdisk.json'), 'utf8')) as {
-      inputs?: { files?: Record<string, string> };
-    };
-    built = m.inputs?.files ?? {};
-  } catch {
-    return [];
-  }
-  return Object.keys(RAMDISK_FILES).filter((name) => {
-    const f = join(sourceDir, name);
-    return existsSync(f) && built[name] !== sha256(readFileSync(f, 'utf8'));
-  });
-}
-
-/** Warn on stderr when the ramdisk is older than the agent files (see staleRamdiskFiles). */
+/** Warn on stderr when the ramdisk is older than the agent files (src/provision/workflows/boot.ts staleRamdiskFiles). */
 export function warnStaleRamdisk(ramdiskDir: string): void {
   const stale = staleRamdiskFiles(ramdiskDir);
   if (stale.length) {
