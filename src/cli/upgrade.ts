@@ -17,8 +17,7 @@ import { IDENTITY_ADMIN_PASSWORD, planDeploy, type ContainerWork, type DeployPla
 import { adminCredentials } from '../roles/credentials.js';
 import { loadRelease } from '../roles/release.js';
 import { clusterCheck } from '../status/clusters.js';
-import { clientContainers } from '../status/openstack.js';
-import { cloudClient } from '../upgrade/cloud.js';
+import { clientContainers, cloudClient } from '../status/openstack-client.js';
 import type { UpgradeContext } from '../upgrade/context.js';
 import { formatUpgradePlan, upgradePlanToJson } from '../upgrade/format.js';
 import { checkImagesPresent } from '../upgrade/images.js';
