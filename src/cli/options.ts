@@ -32,13 +32,17 @@ export function selectionOptions(cmd: Command, concurrency: number, handled = 'n
     .option('--json', 'results as JSON on stdout');
 }
 
+/** `a, b or c`. */
+const oneOf = (values: readonly string[]): string =>
+  values.length > 1 ? `${values.slice(0, -1).join(', ')} or ${values.at(-1)}` : (values[0] ?? '');
+
 /** A commander option taking one of `values`; anything else is refused with E_OPTION naming them. */
 export function choiceOption(flags: string, description: string, values: readonly string[], def?: string): Option {
-  const o = new Option(flags, `${description}: ${values.join(' or ')}`);
+  const o = new Option(flags, `${description}: ${oneOf(values)}`);
   o.argParser((text: string) => {
     if (values.includes(text)) return text;
     const flag = o.long ?? flags;
-    throw new UsageError('E_OPTION', `${flag} must be ${values.join(' or ')}, not '${text}'`, {
+    throw new UsageError('E_OPTION', `${flag} must be ${oneOf(values)}, not '${text}'`, {
       hint: `For example ${flag} ${def ?? values[0]}.`,
       details: { option: flag, value: text, allowed: values },
     });

@@ -296,7 +296,10 @@ export function registerUpgrade(program: Command): void {
     .description('upgrade the cloud to a release manifest: an update (new tags) or a newer OpenStack release')
     .requiredOption('--to <release>', 'target release manifest (images/releases/<release>.yaml)');
   dryRunOption(cmd, 'print the phases and act on nothing');
-  maxFailPercentOption(cmd, 'failure budget of the compute batches, percent of their nodes (default 0)');
+  maxFailPercentOption(
+    cmd,
+    "failure budget of the compute batches, percent of their nodes (not given: the open run's, else 0)",
+  );
   cmd
     .addOption(
       numberOption('--batch <n>', "computes upgraded at once (default: the role's update_serial)", {
@@ -305,7 +308,11 @@ export function registerUpgrade(program: Command): void {
       }),
     )
     .addOption(
-      choiceOption('--pause-at <point>', 'stop and wait for --continue (default never)', Object.values(PauseAt)),
+      choiceOption(
+        '--pause-at <point>',
+        "stop there and wait for --continue (not given: the open run's, else never)",
+        Object.values(PauseAt),
+      ),
     )
     .option('--canary', 'upgrade one compute first, then pause')
     .option('--fast-forward', "a target that skips releases: each API down for its window, computes inside Nova's")
