@@ -554,7 +554,7 @@ describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () =
       const t1 = Date.now();
       let text = '';
       const report = await runUpgrade(
-        { inventory: lab.inventory, to: 'zed-update', batch: '1' },
+        { inventory: lab.inventory, to: 'zed-update', batch: 1 },
         { write: (t) => void (text += t), tty: false },
       );
       timings.push(['upgrade --to zed-update --batch 1 (3 controllers, 2 computes)', seconds(t1)]);
