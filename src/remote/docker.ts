@@ -283,14 +283,29 @@ class StreamAgent extends http.Agent {
   // no-op left one listener behind per reuse.
 }
 
-/** http calls a few net.Socket methods on its sockets; an SSH channel needs them as no-ops. */
+/**
+ * http calls a few net.Socket methods on its sockets; an SSH channel needs them as no-ops. And a
+ * channel is always read: at the end of an answer that does not keep its connection (dockerd's
+ * logs and exec answers), sshd closes the channel and http, done with it, stops reading and waits
+ * for its 'close' to give the agent's slot back. A channel whose end nobody reads never closes:
+ * after a few such answers at once, every slot was held and each later call to that node waited
+ * for ever. The extra reader only keeps the channel flowing (http still gets every byte, and its
+ * pause() still holds the flow back).
+ */
 function withSocketMethods(s: Duplex): Duplex {
   const sock = s as Duplex & Record<string, unknown>;
   for (const m of ['setTimeout', 'setNoDelay', 'setKeepAlive', 'ref', 'unref']) {
     if (typeof sock[m] !== 'function') sock[m] = () => sock;
   }
+  if (!drained.has(s)) {
+    drained.add(s);
+    s.on('data', () => undefined);
+  }
   return s;
 }
+
+/** The channels that already have their extra reader. */
+const drained = new WeakSet<Duplex>();
 
 /** How long an idle Docker API channel is kept for reuse. */
 export const DOCKER_IDLE_CHANNEL_MS = 20_000;
