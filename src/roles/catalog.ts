@@ -8,6 +8,7 @@ import { parseYaml, type YamlSource } from '../core/yaml.js';
 import type { RoleInfo } from '../inventory/semantic.js';
 import type { SecretSpec } from '../inventory/secrets.js';
 import { RoleSchema, ServiceSchema, type Role, type Service } from './schema.js';
+import { SINGLE_ROLES, serviceRoles, type ServiceRoles } from './service-roles.js';
 import { compileTemplate, type Template } from './templates.js';
 
 const MAX_FILE = 1024 * 1024;
@@ -21,6 +22,8 @@ export interface Catalog {
   readonly templates: ReadonlyMap<string, Template>;
   /** Role facts the inventory checks need. */
   readonly roleInfo: ReadonlyMap<string, RoleInfo>;
+  /** What generic code knows of the services (their `provides`, `cluster_check`, `agent`). */
+  readonly provides: ServiceRoles;
 }
 
 interface Loaded<T> {
@@ -176,6 +179,48 @@ export function loadCatalog(dir: string): Catalog {
         );
     }
   }
+  // Each role of `provides` belongs to one service at most; the containers it names are the service's.
+  const providers = new Map<string, string>();
+  for (const { value: svc, source } of services.values()) {
+    const containerNames = new Set(svc.containers.map((c) => c.name));
+    for (const role of SINGLE_ROLES) {
+      const entry = svc.provides?.[role];
+      if (!entry) continue;
+      const other = providers.get(role);
+      if (other)
+        issues.push(
+          issue(
+            source,
+            ['provides', role],
+            'E_PROVIDES_TWICE',
+            `${svc.name} provides ${role}, which ${other} provides already`,
+            `One service provides ${role}: remove it from one of roles/services/${svc.name}.yaml and ${other}.yaml.`,
+          ),
+        );
+      providers.set(role, svc.name);
+      const named = (entry as { container?: string }).container;
+      if (named !== undefined && !containerNames.has(named))
+        issues.push(
+          issue(
+            source,
+            ['provides', role, 'container'],
+            'E_UNKNOWN_CONTAINER',
+            `provides.${role} names unknown container '${named}'`,
+            `Containers of ${svc.name}: ${[...containerNames].join(', ')}.`,
+          ),
+        );
+    }
+    if (svc.cluster_check && !containerNames.has(svc.cluster_check.container))
+      issues.push(
+        issue(
+          source,
+          ['cluster_check', 'container'],
+          'E_UNKNOWN_CONTAINER',
+          `cluster_check names unknown container '${svc.cluster_check.container}'`,
+          `Containers of ${svc.name}: ${[...containerNames].join(', ')}.`,
+        ),
+      );
+  }
   for (const { value: role, source } of roles.values()) {
     role.services.forEach((s, i) => {
       if (!services.has(s))
@@ -206,6 +251,7 @@ export function loadCatalog(dir: string): Catalog {
     services: new Map([...services].map(([k, v]) => [k, v.value])),
     templates,
     roleInfo,
+    provides: serviceRoles([...services.values()].map((s) => s.value)),
   };
 }
 

@@ -301,7 +301,7 @@ describe('outages on 3 controllers: HAProxy on the VIP holder, Galera after a fu
       await sleep(10_000); // their servers try to restore the old primary component, which needs the third
       // A deploy that leaves their servers unchanged does not call this converged: it fails on both,
       // with every member's state and the exact command to run.
-      const d = await lab.deploy({ services: 'mariadb', failureBudget: '34' });
+      const d = await lab.deploy({ services: 'mariadb', maxFailPercent: 34 });
       process.exitCode = undefined;
       expect(d.report?.ok, d.text).toBe(false);
       for (const n of back) {
@@ -341,7 +341,7 @@ describe('outages on 3 controllers: HAProxy on the VIP holder, Galera after a fu
         .exec(['sh', '-c', 'docker rm -f mariadb && docker volume rm mariadb_data'], { timeoutMs: 60_000 });
       expect(wipe.code, wipe.stderr).toBe(0);
       // The deploy goes on without the two unreachable nodes (budget), recreates ctl-0's server, and refuses.
-      const d = await lab.deploy({ services: 'mariadb', failureBudget: '67' });
+      const d = await lab.deploy({ services: 'mariadb', maxFailPercent: 67 });
       process.exitCode = undefined;
       expect(d.report?.ok, d.text).toBe(false);
       const f = d.report!.failures.find((x) => x.node === 'ctl-0');
