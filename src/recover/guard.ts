@@ -1,15 +1,15 @@
 /**
- * What a deploy checks beyond Docker, for the executor (two calls there):
- * - `unchanged`: a container the deploy leaves alone must be up now. Its
- *   Docker health, else its healthcheck run once (a container still in its
- *   start period is waited for); one that is restarting or unhealthy fails
- *   the run with its log: a cloud with a service down is not converged.
- * - `started`: after the deploy created or started a container.
- * For the Galera server container of a cluster of several members, both go
- * further, through the cluster's own state (recover/galera.ts): a member
- * that is down is explained by the cluster (no primary component, who holds
- * which position, start.sh's and Galera's last words), and where it is safe
- * the deploy restarts the cluster itself:
+ * The deploy's guard of the Galera cluster (the engine's `DeployGuard`,
+ * src/orchestrator/context.ts), for the server container of a cluster of
+ * several members. The engine calls it:
+ * - `started`: after the deploy created or started a member (the container
+ *   handler, before the health gate);
+ * - `unchanged`: for a member the deploy leaves alone but found unwell
+ *   (restarting, or its health check failing), in place of the health gate.
+ * A member that is down is explained by the cluster's own state
+ * (recover/galera.ts): no primary component, who holds which position,
+ * start.sh's and Galera's last words; where it is safe the deploy restarts
+ * the cluster itself:
  * - every member was read, none runs a primary component, and the data
  *   agrees on one cluster: the most advanced member restarts it and the
  *   others join (what `stackctl recover galera` does);
@@ -17,10 +17,12 @@
  *   which never founds a cluster on its own, gets its founding permit;
  * - otherwise the deploy fails with the reason and the recover command to run.
  * Calls are serialised, so members checked at once trigger one recovery.
+ * Other containers are not its business: Docker's health gate alone.
  */
 import { RemoteError, StackctlError, messageOf } from '../core/errors.js';
 import type { StackctlEvent } from '../core/events.js';
-import { logTail, waitHealthy } from '../orchestrator/health.js';
+import type { DeployGuard } from '../orchestrator/context.js';
+import { waitHealthy } from '../orchestrator/health.js';
 import type { ContainerWork, DeployPlan } from '../orchestrator/planner.js';
 import { assess } from './decide.js';
 import { recoverGalera, readMembers, waitSynced, grantFounding, type GaleraCluster } from './galera.js';
@@ -50,20 +52,6 @@ export interface GuardDeps {
   readonly inventoryFile?: string;
   /** The deploy run, named in a founding permit (start.sh logs it). */
   readonly run?: string;
-}
-
-/** The executor's hooks; each resolves to the number of changes it made on the nodes. */
-export interface DeployGuard {
-  /** A container the deploy leaves alone: up now, or a StackctlError with the service's own diagnosis. */
-  unchanged(access: GaleraAccess, w: ContainerWork): Promise<number>;
-  /** A container the deploy just created or started. */
-  started(access: GaleraAccess, w: ContainerWork): Promise<number>;
-}
-
-/** The log a guard failure carries (the executor passes it on to the report). */
-export function guardLog(err: unknown): string | undefined {
-  const log = err instanceof StackctlError ? err.details.log : undefined;
-  return typeof log === 'string' ? log : undefined;
 }
 
 /** The Galera clusters of a deploy plan: the Galera container on two members or more. */
@@ -187,20 +175,10 @@ export function deployGuard(plan: DeployPlan, deps: GuardDeps): DeployGuard {
   };
 
   return {
+    covers: isMember,
+
     async unchanged(access, w) {
-      const info = await access.docker.inspectContainer(w.name);
-      if (info?.state.health === 'healthy') return 0;
-      const hc = w.definition.healthcheck;
-      if (info?.state.running && info.state.status !== 'restarting') {
-        if (!hc) return 0;
-        const r = await access.docker
-          .exec(w.name, hc.test, { timeoutMs: (hc.timeout_s ?? 5) * 1000 })
-          .catch(() => ({ code: -1 }));
-        if (r.code === 0) return 0;
-      }
-      if (isMember(w)) return galeraMember(w);
-      if (info?.state.running && info.state.status !== 'restarting' && info.state.health === 'starting') {
-        // within its start period (a node that just came back): give it its health deadline
+      if (!isMember(w)) {
         await waitHealthy(access, w, {
           now: deps.now,
           sleep: deps.sleep,
@@ -210,19 +188,16 @@ export function deployGuard(plan: DeployPlan, deps: GuardDeps): DeployGuard {
         });
         return 0;
       }
-      const state = !info
-        ? 'is missing'
-        : info.state.status === 'restarting'
-          ? `is restarting (exit code ${info.state.exitCode}, ${info.restartCount} restart(s))`
-          : `is ${info.state.health ?? info.state.status}${info.restartCount ? ` (${info.restartCount} restart(s))` : ''}`;
-      throw new RemoteError(
-        'E_CONTAINER_DOWN',
-        `${w.node}: container ${w.name} (${w.service}) ${state}: the service is down`,
-        {
-          hint: 'Its log below says why. A deploy that leaves a service down is not done: fix the cause and deploy again.',
-          details: { node: w.node, log: await logTail(access.docker, w.name, GUARD_DEFAULTS.logLines) },
-        },
-      );
+      const info = await access.docker.inspectContainer(w.name);
+      if (info?.state.health === 'healthy') return 0;
+      const hc = w.definition.healthcheck;
+      if (info?.state.running && info.state.status !== 'restarting' && hc) {
+        const r = await access.docker
+          .exec(w.name, hc.test, { timeoutMs: (hc.timeout_s ?? 5) * 1000 })
+          .catch(() => ({ code: -1 }));
+        if (r.code === 0) return 0;
+      }
+      return galeraMember(w);
     },
 
     async started(_access, w) {

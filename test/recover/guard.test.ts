@@ -1,7 +1,8 @@
 /**
- * The deploy guard against fake nodes: an unchanged container that is down fails the run with its
- * log; Galera's first deploy founds through the permit only once every member was read and none
- * holds data; an unreadable member stops it; a member joining a running cluster needs nothing.
+ * The deploy guard against fake nodes: it covers the Galera members only; a member left alone but
+ * unwell is explained by the cluster; Galera's first deploy founds through the permit only once every
+ * member was read and none holds data; an unreadable member stops it; a member joining a running
+ * cluster needs nothing.
  */
 import { describe, expect, it } from 'vitest';
 import { StackctlError } from '../../src/core/errors.js';
@@ -9,7 +10,8 @@ import { formatEvent, type StackctlEvent } from '../../src/core/events.js';
 import { generateInventoryYaml } from '../../src/inventory/generate.js';
 import { planDeploy, type ContainerWork } from '../../src/orchestrator/planner.js';
 import { deployGuard, galeraCluster } from '../../src/recover/guard.js';
-import { GALERA, SERVER_QUERY, type GaleraAccess } from '../../src/recover/members.js';
+import type { NodeAccess } from '../../src/orchestrator/context.js';
+import { GALERA, SERVER_QUERY } from '../../src/recover/members.js';
 import type { ContainerEngine, ContainerInfo, ExecResult } from '../../src/remote/index.js';
 import { catalog, planFromText } from '../helpers/plan.js';
 
@@ -51,7 +53,7 @@ function node(over: Partial<FakeNode> = {}): FakeNode {
     ...over,
   };
 }
-function access(name: string, n: FakeNode): GaleraAccess {
+function access(name: string, n: FakeNode): NodeAccess {
   const docker: Partial<ContainerEngine> = {
     inspectContainer: async (ref) => n.containers.get(ref),
     exec: async (container, argv) => {
@@ -63,6 +65,11 @@ function access(name: string, n: FakeNode): GaleraAccess {
   return {
     node: name,
     exec: async () => ({ code: 0, stdout: n.volume, stderr: '' }),
+    files: {
+      upload: async () => {
+        throw new Error('the guard uploads nothing');
+      },
+    },
     docker: docker as ContainerEngine,
   };
 }
@@ -101,40 +108,64 @@ describe('galeraCluster', () => {
   });
 });
 
-describe('deployGuard: unchanged containers', () => {
-  it('healthy by Docker: nothing asked', async () => {
-    const n = node({ containers: new Map([['memcached', info('memcached', { health: 'healthy' })]]) });
-    expect(await guardFor({ 'ctl-0': n }).unchanged(access('ctl-0', n), work('ctl-0', 'memcached'))).toBe(0);
-    expect(n.execs).toEqual([]);
+describe('deployGuard: what it covers', () => {
+  it('the Galera server container of each member, nothing else; with one server (wsrep off), nothing', () => {
+    const g = guardFor({});
+    expect(['mariadb', 'memcached', 'keystone', 'haproxy'].map((c) => g.covers(work('ctl-1', c)))).toEqual([
+      true,
+      false,
+      false,
+      false,
+    ]);
+    const w = one.steps.flatMap((s) => s.nodes.flatMap((n) => n.containers)).find((c) => c.name === GALERA.container)!;
+    expect(
+      deployGuard(one, { connect: () => access('ctl-0', node()), now: () => 0, sleep: async () => {} }).covers(w),
+    ).toBe(false);
   });
 
-  it('restarting: the run fails, naming the exit code, the restarts, and carrying the log', async () => {
+  it("a container it does not cover, left alone and unwell: Docker's health gate alone (restarts not held against it)", async () => {
     const n = node({
-      containers: new Map([['memcached', info('memcached', { status: 'restarting', exitCode: 71 }, 4)]]),
+      containers: new Map([['memcached', info('memcached', { status: 'restarting', running: true, exitCode: 71 }, 4)]]),
       logs: new Map([['memcached', 'failed to listen on TCP port 11211: Address already in use\n']]),
     });
     const e = await errorOf(guardFor({ 'ctl-0': n }).unchanged(access('ctl-0', n), work('ctl-0', 'memcached')));
-    expect([e.code, e.message]).toEqual([
-      'E_CONTAINER_DOWN',
-      'ctl-0: container memcached (memcached) is restarting (exit code 71, 4 restart(s)): the service is down',
-    ]);
+    expect(e.code).toBe('E_HEALTH_TIMEOUT');
     expect(e.details.log).toContain('Address already in use');
   });
+});
 
-  it('unhealthy, and its healthcheck run once fails too: the run fails', async () => {
-    const n = node({ containers: new Map([['keystone', info('keystone', { health: 'unhealthy' })]]) });
-    const e = await errorOf(guardFor({ 'ctl-0': n }).unchanged(access('ctl-0', n), work('ctl-0', 'keystone')));
-    expect(e.code).toBe('E_CONTAINER_DOWN');
-    expect(e.message).toMatch(/keystone \(keystone\) is unhealthy/);
-    expect(n.execs.map((x) => x.argv)).toEqual([work('ctl-0', 'keystone').definition.healthcheck!.test]);
+describe('deployGuard: a member left alone but unwell', () => {
+  const member = (over: Partial<FakeNode> = {}) =>
+    node({
+      containers: new Map([[GALERA.container, info(GALERA.container, { health: 'unhealthy' })]]),
+      volume: 'volume: present\ngrastate: uuid: a9fd4cf2-e8e3-11f1-a695-defe4cd7f62f\ngrastate: seqno: -1\n',
+      logs: new Map([[GALERA.container, 'WSREP: failed to reach primary view: 110 (Connection timed out)\n']]),
+      ...over,
+    });
+
+  it('healthy by Docker: nothing asked', async () => {
+    const n = member({ containers: new Map([[GALERA.container, info(GALERA.container, { health: 'healthy' })]]) });
+    expect(await guardFor({ 'ctl-1': n }).unchanged(access('ctl-1', n), work('ctl-1', GALERA.container))).toBe(0);
+    expect(n.execs).toEqual([]);
   });
 
-  it('unhealthy by Docker but its healthcheck passes now: up', async () => {
-    const n = node({
-      containers: new Map([['keystone', info('keystone', { health: 'unhealthy' })]]),
-      answer: () => ({ code: 0, stdout: '', stderr: '' }),
-    });
-    expect(await guardFor({ 'ctl-0': n }).unchanged(access('ctl-0', n), work('ctl-0', 'keystone'))).toBe(0);
+  it('unhealthy by Docker but its healthcheck passes now: up, the others not asked', async () => {
+    const n = member({ answer: () => ({ code: 0, stdout: '', stderr: '' }) });
+    expect(await guardFor({ 'ctl-1': n }).unchanged(access('ctl-1', n), work('ctl-1', GALERA.container))).toBe(0);
+    expect(n.execs.map((x) => x.argv)).toEqual([work('ctl-1', GALERA.container).definition.healthcheck!.test]);
+  });
+
+  it("two members back with data, the third cannot be read: refused with every member's state and --without", async () => {
+    const ctl1 = member();
+    const ctl2 = member();
+    const g = guardFor({ 'ctl-0': 'unreachable', 'ctl-1': ctl1, 'ctl-2': ctl2 });
+    const e = await errorOf(g.unchanged(access('ctl-1', ctl1), work('ctl-1', GALERA.container)));
+    expect(e.code).toBe('E_GALERA_MEMBER_UNREACHABLE');
+    expect(e.message).toMatch(/^ {2}ctl-1: .*grastate uuid a9fd4cf2-e8e3-11f1-a695-defe4cd7f62f/m);
+    expect(e.hint).toContain("'stackctl recover galera -i site.yaml --without ctl-0'");
+    expect(e.details.log).toContain('ctl-1: WSREP: failed to reach primary view');
+    // no permit anywhere (and no container started: the fake engine has no startContainer)
+    expect([...ctl1.execs, ...ctl2.execs].filter((x) => x.argv.includes(GALERA.permit))).toEqual([]);
   });
 });
 
