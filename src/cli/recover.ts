@@ -1,13 +1,14 @@
 import type { Command } from 'commander';
-import { InputError, UsageError } from '../core/errors.js';
+import { UsageError } from '../core/errors.js';
 import { planDeploy } from '../orchestrator/planner.js';
 import { recoverGalera, type RecoverReport } from '../recover/galera.js';
 import { galeraCluster } from '../recover/guard.js';
 import { formatRecoverReport } from '../recover/format.js';
-import { openPool, remoteFor, type Remote } from '../remote/index.js';
 import { loadAll, planOf } from './context.js';
-import { inventoryOptions, type CommonOpts } from './options.js';
+import { dryRunOption, inventoryOptions, type CommonOpts } from './options.js';
+import { nodeSessions } from './node-sessions.js';
 import { out, printIssues } from './output.js';
+import { withRunLock } from './run-lock.js';
 
 /** Options of `stackctl recover galera`. */
 export interface RecoverOpts extends CommonOpts {
@@ -61,27 +62,12 @@ export async function runRecoverGalera(o: RecoverOpts, deps: RecoverCliDeps = { 
     });
   }
 
-  const pool = openPool(all.inventoryFile, { connectTimeoutMs: CONNECT_TIMEOUT_MS });
-  const remotes = new Map<string, Remote>();
-  const connect = (name: string): Remote => {
-    let r = remotes.get(name);
-    if (!r) {
-      const addresses = all.allocation.addresses.get(name) ?? {};
-      const address = addresses.provisioning ?? Object.values(addresses)[0];
-      if (!address) {
-        throw new InputError('E_NODE_ADDRESS', `node ${name} has no address to reach it by SSH`, {
-          hint: 'Give its role the provisioning network.',
-        });
-      }
-      remotes.set(name, (r = remoteFor(pool, { name, address })));
-    }
-    return r;
-  };
+  const sessions = nodeSessions(all, { connectTimeoutMs: CONNECT_TIMEOUT_MS });
   try {
     const report = await recoverGalera(
       cluster,
       {
-        connect,
+        connect: sessions.connect,
         now: Date.now,
         sleep: (ms) => new Promise((r) => setTimeout(r, ms)),
         say: (line) => {
@@ -113,25 +99,29 @@ export async function runRecoverGalera(o: RecoverOpts, deps: RecoverCliDeps = { 
     } else deps.write(formatRecoverReport(report, Boolean(o.dryRun)));
     return report;
   } finally {
-    for (const r of remotes.values()) await r.close().catch(() => undefined);
-    await pool.close();
+    await sessions.close();
   }
 }
 
-/** `stackctl recover galera -i INV [--dry-run] [--without a,b] [--json]`. */
+/**
+ * `stackctl recover galera -i INV [--dry-run] [--without a,b] [--json]`; it holds the inventory's
+ * run lock (not for a dry run, which only reads): a deploy must not start a member meanwhile.
+ */
 export function registerRecover(program: Command): void {
   const recover = program
     .command('recover')
     .description('bring a clustered service back after an outage of every member');
-  inventoryOptions(recover.command('galera'))
-    .description(
-      "Galera after a full outage: read each member's position, restart the cluster from the most advanced, join the others",
-    )
-    .option('--dry-run', "print each member's state, position and the choice; change nothing")
+  const cmd = inventoryOptions(recover.command('galera')).description(
+    "Galera after a full outage: read each member's position, restart the cluster from the most advanced, join the others",
+  );
+  dryRunOption(cmd, "print each member's state, position and the choice; change nothing")
     .option(
       '--without <nodes>',
       'members to leave out, comma separated: lost for good (a member that cannot be read is otherwise refused)',
     )
     .option('--json', 'the report as one JSON document')
-    .action(async (o: RecoverOpts) => void (await runRecoverGalera(o)));
+    .action(
+      async (o: RecoverOpts) =>
+        void (await (o.dryRun ? runRecoverGalera(o) : withRunLock(o.inventory, () => runRecoverGalera(o)))),
+    );
 }
