@@ -17,8 +17,8 @@
  * Secrets are SecretRef objects in the context: a template cannot read them,
  * only write them, and what it writes is a placeholder that records how the
  * value is to be escaped. The plan substitutes the real values afterwards
- * (revealSecrets), so one rendering serves both the printable plan (hashes
- * of placeholders, the same on every machine) and the real files.
+ * (revealSecrets), so one rendering serves both the printable plan (it
+ * hashes the placeholders: the same on every machine) and the real files.
  */
 import Handlebars from 'handlebars';
 import { InputError } from '../core/errors.js';
@@ -394,8 +394,8 @@ export function revealSecrets(tagged: string, value: (name: string) => string | 
 }
 
 /**
- * The rendered text as it would be if each secret's value were `<secret:NAME>`: what the printable
- * plan hashes, the same on every machine, and still a file of its format (a JSON string stays one).
+ * The rendered text as it would be if each secret's value were `<secret:NAME>`: the files of a plan
+ * without a secrets file, still files of their format (a JSON string stays one).
  */
 export function printableText(tagged: string): string {
   if (!tagged.includes('\u0000')) return tagged;
