@@ -13,6 +13,16 @@ import { CONTROL_CHARS } from '../inventory/settings.js';
 /** An escaper: the text that stands for `value` in its place of the file. */
 export type Escape = (value: string) => string;
 
+/** Characters a consumer of an escaper's output cannot take however they are written, and why. */
+export interface Refusal {
+  /** Matches any one refused character. */
+  readonly chars: RegExp;
+  /** The characters, for messages. */
+  readonly list: string;
+  /** Completes "... a character that ...". */
+  readonly why: string;
+}
+
 /** Where an escaper's output may stand. */
 export type EscaperPlace =
   /** the whole value of a `key = value` line: nothing before it but `key =`, nothing after it on the line */
@@ -65,8 +75,37 @@ export const ESCAPERS = {
    */
   url: {
     place: 'anywhere',
-    escape: (v: string): string =>
-      encodeURIComponent(v).replace(/[!'()*~]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`),
+    escape: (v: string): string => percentEncode(v),
+  },
+  /**
+   * The password of an oslo.messaging transport URL: percent-encoded as url, and `/` refused.
+   * oslo.messaging (Zed) decodes the password, then quotes it again for kombu with Python's
+   * `quote()`, which leaves `/` as is: kombu then reads the rest of the password as the URL's path.
+   */
+  url_mq: {
+    place: 'anywhere',
+    escape: (v: string): string => percentEncode(v),
+    refuse: {
+      chars: /\//,
+      list: '/',
+      why: "oslo.messaging's RabbitMQ driver cannot pass on (it re-quotes the password leaving / as is)",
+    },
+  },
+  /**
+   * The password of a database URL written without percent-encoding, in an oslo.config value, for
+   * a URL that also reaches alembic's ConfigParser, where `%` starts an interpolation (Zed's
+   * keystone-manage db_sync hands [database]/connection to it as is). SQLAlchemy reads every
+   * character of a password as is except `@` (which ends it) and `%` (which it decodes): those are
+   * refused; `$` is written `$$` for oslo.config.
+   */
+  url_plain: {
+    place: 'anywhere',
+    escape: (v: string): string => v.replace(/\$/g, () => '$$'),
+    refuse: {
+      chars: /[@%]/,
+      list: '@ %',
+      why: 'a database URL read by alembic (keystone-manage db_sync) cannot hold: SQLAlchemy needs it percent-encoded, and alembic refuses %',
+    },
   },
   /**
    * A MariaDB string literal in single quotes, for the server's default sql_mode (backslash
@@ -81,8 +120,19 @@ export const ESCAPERS = {
     place: 'anywhere',
     escape: (v: string): string => JSON.stringify(v),
   },
-} as const satisfies Record<string, { place: EscaperPlace; escape: Escape }>;
+} as const satisfies Record<string, { place: EscaperPlace; escape: Escape; refuse?: Refusal }>;
 export type EscaperName = keyof typeof ESCAPERS;
+
+/** Every byte but ASCII letters, digits, `.`, `_` and `-` percent-encoded (UTF-8). */
+function percentEncode(v: string): string {
+  return encodeURIComponent(v).replace(/[!'()*~]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+}
+
+/** The refusal of an escaper that `text` meets, if any. */
+export function refusalOf(name: EscaperName, text: string): Refusal | undefined {
+  const r = (ESCAPERS[name] as { refuse?: Refusal }).refuse;
+  return r && r.chars.test(text) ? r : undefined;
+}
 
 /** A config file format: what a plain `{{x}}` may write, and which escapers exist for it. */
 export interface Format {
@@ -102,7 +152,7 @@ export const FORMATS = {
     description: 'an oslo.config INI file of an OpenStack service',
     chars: /[A-Za-z0-9._,:/@+=-]/,
     bareText: 'letters, digits and . _ , : / @ + = -',
-    escapers: ['ini', 'url'],
+    escapers: ['ini', 'url', 'url_mq', 'url_plain'],
   },
   'uwsgi-ini': {
     // uwsgi expands %(...), %x and $(...) in its INI files: no % or $ at all

@@ -23,7 +23,7 @@
 import Handlebars from 'handlebars';
 import { InputError } from '../core/errors.js';
 import { describeControl } from '../inventory/settings.js';
-import { bareProblem, ESCAPERS, FORMATS, isBare, type EscaperName, type FormatName } from './escape.js';
+import { bareProblem, ESCAPERS, FORMATS, isBare, refusalOf, type EscaperName, type FormatName } from './escape.js';
 
 /** A secret in a template context. It can be written (escaped or plainly), never read. */
 export class SecretRef {
@@ -62,7 +62,7 @@ const OUT = 'stackctl_out';
 
 /** Stands for a secret in rendered text: NUL-delimited, so no value can forge one (values with control characters are refused). */
 // eslint-disable-next-line no-control-regex -- the placeholder is delimited by NULs, which no value can hold
-const PLACEHOLDER = /\u0000secret:([a-z][a-z0-9_]*):([a-z0-9,-]+):(\d+)\u0000/g;
+const PLACEHOLDER = /\u0000secret:([a-z][a-z0-9_]*):([a-z0-9_,-]+):(\d+)\u0000/g;
 const placeholder = (name: string, chain: string, line: number): string =>
   `\u0000secret:${name}:${chain}:${line}\u0000`;
 
@@ -125,6 +125,12 @@ for (const [name, { escape }] of Object.entries(ESCAPERS) as [EscaperName, (type
     const text = value instanceof Escaped ? value.text : scalarText(value, `the value of ${name}`);
     const control = describeControl(text);
     if (control) throw new ValueError(`the value of ${name} contains ${control}`, controlHint);
+    const refused = refusalOf(name, text);
+    if (refused)
+      throw new ValueError(
+        `the value of ${name} holds a character that ${refused.why}`,
+        `Choose a value without ${refused.list}.`,
+      );
     return new Escaped(escape(text));
   });
 }
@@ -382,10 +388,14 @@ export function revealSecrets(tagged: string, value: (name: string) => string | 
         throw new InputError(
           'E_TEMPLATE_VALUE',
           `secret '${name}' (${template} line ${line}) contains ${control} (the value is not shown)`,
-          {
-            hint: controlHint,
-            location,
-          },
+          { hint: controlHint, location },
+        );
+      const refused = refusalOf(step as EscaperName, text);
+      if (refused)
+        throw new InputError(
+          'E_TEMPLATE_VALUE',
+          `secret '${name}' cannot be written in ${template} line ${line}: it holds a character that ${refused.why} (the value is not shown)`,
+          { hint: `Choose a value without ${refused.list} for ${name} in the secrets file.`, location },
         );
       text = ESCAPERS[step as EscaperName].escape(text);
     }

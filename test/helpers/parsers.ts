@@ -66,11 +66,15 @@ print(json.dumps([url.make_url(u).password for u in json.loads(sys.stdin.read())
 }
 
 /**
- * The hosts of transport URLs as oslo.messaging's TransportURL.parse reads them: the netloc split at
- * ',', each host split at its last '@', the credentials at the first ':', both percent-decoded.
- * Transcribed from oslo.messaging (not on this machine); the lab deploy runs the real one.
+ * The hosts of transport URLs as oslo.messaging reads them (TransportURL.parse: the netloc split at
+ * ',', each host at its last '@', the credentials at the first ':', both percent-decoded), and the
+ * password kombu ends up with: oslo.messaging's RabbitMQ driver quotes it again with quote(), which
+ * leaves '/' as is, and kombu parses that URL with urlparse (undefined when it cannot).
+ * Transcribed from oslo.messaging and kombu (not on this machine); the lab deploy runs the real ones.
  */
-export function transportHosts(urls: readonly string[]): { username: string; password: string; host: string }[][] {
+export function transportHosts(
+  urls: readonly string[],
+): { username: string; password: string; host: string; kombuPassword?: string }[][] {
   const program = String.raw`
 import json, sys
 from urllib import parse
@@ -81,7 +85,18 @@ for u in json.loads(sys.stdin.read()):
     for host in url.netloc.split(","):
         username, hostname = host.rsplit("@", 1)
         username, password = username.split(":", 1)
-        out.append({"username": parse.unquote(username), "password": parse.unquote(password), "host": hostname})
+        username, password = parse.unquote(username), parse.unquote(password)
+        kombu_url = "amqp://%s:%s@%s/" % (parse.quote(username), parse.quote(password), hostname)
+        try:
+            parts = parse.urlparse("http://" + kombu_url[len("amqp://"):])
+            parts.port
+            kombu = parse.unquote(parts.password or "")
+        except ValueError:
+            kombu = None
+        h = {"username": username, "password": password, "host": hostname}
+        if kombu is not None:
+            h["kombuPassword"] = kombu
+        out.append(h)
     result.append(out)
 print(json.dumps(result))
 `;
@@ -89,7 +104,29 @@ print(json.dumps(result))
     username: string;
     password: string;
     host: string;
+    kombuPassword?: string;
   }[][];
+}
+
+/**
+ * What alembic's Config gives back after `set_main_option('sqlalchemy.url', url)`: Python's
+ * ConfigParser with its % interpolation (an error text when it refuses the value).
+ */
+export function alembicRoundTrip(urls: readonly string[]): string[] {
+  const program = String.raw`
+import configparser, json, sys
+out = []
+for u in json.loads(sys.stdin.read()):
+    cp = configparser.ConfigParser()
+    cp.add_section("alembic")
+    try:
+        cp.set("alembic", "sqlalchemy.url", u)
+        out.append(cp.get("alembic", "sqlalchemy.url"))
+    except ValueError as e:
+        out.append("refused: %s" % type(e).__name__)
+print(json.dumps(out))
+`;
+  return JSON.parse(run(PYTHON, ['-c', program], JSON.stringify(urls))) as string[];
 }
 
 /** The options of a group of a MariaDB option file as the server and its clients read them. */

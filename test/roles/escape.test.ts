@@ -1,7 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { CONTROL_CHARS } from '../../src/inventory/settings.js';
-import { bareProblem, ESCAPERS, FORMATS, type EscaperName, type FormatName } from '../../src/roles/escape.js';
 import {
+  bareProblem,
+  ESCAPERS,
+  FORMATS,
+  refusalOf,
+  type EscaperName,
+  type FormatName,
+} from '../../src/roles/escape.js';
+import {
+  alembicRoundTrip,
   mariadbOptions,
   mariadbStringLiteral,
   osloValues,
@@ -51,14 +59,45 @@ describe('escapers, read back by the real parsers', () => {
     expect(sqlalchemyPasswords(urls)).toEqual([...HOSTILE]);
   });
 
+  it("url_plain: keystone's database URL survives oslo.config, alembic's ConfigParser and SQLAlchemy unencoded", () => {
+    const ok = HOSTILE.filter((v) => !/[@%]/.test(v));
+    expect(ok.length).toBeGreaterThan(8);
+    const text =
+      '[database]\n' +
+      ok.map((v, i) => `c${i} = mysql+pymysql://keystone:${escape('url_plain', v)}@10.0.0.250/keystone\n`).join('');
+    const read = osloValues(text, { database: ok.map((_, i) => `c${i}`) }).database!;
+    const urls = ok.map((_, i) => read[`c${i}`]!);
+    expect(alembicRoundTrip(urls)).toEqual(urls);
+    expect(sqlalchemyPasswords(urls)).toEqual(ok);
+    // why: the percent-encoded URL is what alembic refuses
+    expect(alembicRoundTrip([`mysql+pymysql://keystone:${escape('url', 'a b')}@h/keystone`])).toEqual([
+      'refused: ValueError',
+    ]);
+    for (const v of ['a@b', '50%']) expect(refusalOf('url_plain', v)?.list).toBe('@ %');
+  });
+
+  it("url_mq: RabbitMQ's password reaches kombu whole, except with a /, which url_mq refuses", () => {
+    const urls = HOSTILE.map((v) => `rabbit://openstack:${escape('url_mq', v)}@172.17.0.10:5672/`);
+    transportHosts(urls).forEach(([h], i) => {
+      const v = HOSTILE[i]!;
+      if (v.includes('/')) {
+        expect(h!.kombuPassword, JSON.stringify(v)).not.toBe(v);
+        expect(refusalOf('url_mq', v)?.list).toBe('/');
+      } else {
+        expect(h!.kombuPassword, JSON.stringify(v)).toBe(v);
+        expect(refusalOf('url_mq', v)).toBeUndefined();
+      }
+    });
+  });
+
   it("url: a transport URL of several hosts gives each host's credentials back", () => {
     const urls = HOSTILE.map(
       (v) => `rabbit://openstack:${escape('url', v)}@172.17.0.10:5672,openstack:${escape('url', v)}@172.17.0.11:5672/`,
     );
     expect(transportHosts(urls)).toEqual(
       HOSTILE.map((v) => [
-        { username: 'openstack', password: v, host: '172.17.0.10:5672' },
-        { username: 'openstack', password: v, host: '172.17.0.11:5672' },
+        expect.objectContaining({ username: 'openstack', password: v, host: '172.17.0.10:5672' }),
+        expect.objectContaining({ username: 'openstack', password: v, host: '172.17.0.11:5672' }),
       ]),
     );
     for (const v of HOSTILE) expect(decodeURIComponent(escape('url', v))).toBe(v);
@@ -90,7 +129,8 @@ describe('escapers, read back by the real parsers', () => {
   });
 
   it('leaves values that need nothing as they are (configs of existing clouds render unchanged)', () => {
-    for (const name of ['ini', 'cnf', 'sh', 'url'] as const) expect(escape(name, 'Abc123xyz')).toBe('Abc123xyz');
+    for (const name of ['ini', 'cnf', 'sh', 'url', 'url_mq', 'url_plain'] as const)
+      expect(escape(name, 'Abc123xyz')).toBe('Abc123xyz');
     expect(escape('sql', 'Abc123xyz')).toBe("'Abc123xyz'");
     expect(escape('json', 'Abc123xyz')).toBe('"Abc123xyz"');
   });
