@@ -422,10 +422,30 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
   }, 180_000);
 
   it('a container that dies after start fails hard with the end of its log', async () => {
+    const before = await lab.startedAt();
+    // A value outside the setting's type never reaches the node: the deploy refuses it with its line.
     await withInventory(
       (t) => t.replace('memcached_memory_mb: 32', 'memcached_memory_mb: lots'),
       async () => {
-        const { report, text: out } = await deploy({ services: 'memcached' });
+        await expect(deploy({ services: 'memcached' })).rejects.toMatchObject({
+          issues: [
+            expect.objectContaining({
+              code: 'E_SETTING_VALUE',
+              message: expect.stringContaining('memcached_memory_mb'),
+            }),
+          ],
+        });
+      },
+    );
+    expect(await lab.startedAt()).toEqual(before);
+    // memcached refuses a memory limit of 0 MB at start: a roles copy whose setting allows it.
+    const roles = rolesWith('services/memcached.yaml', (svc) => {
+      (svc.settings as Record<string, Record<string, unknown>>)['memcached_memory_mb']!.min = 0;
+    });
+    await withInventory(
+      (t) => t.replace('memcached_memory_mb: 32', 'memcached_memory_mb: 0'),
+      async () => {
+        const { report, text: out } = await deploy({ services: 'memcached', roles });
         expect(report?.ok).toBe(false);
         expect(report?.failures[0]).toMatchObject({
           path: 'step 2/ctl-0/memcached/health',
