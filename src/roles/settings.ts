@@ -58,7 +58,9 @@ export function settingSpecs(
           typeof decl === 'object' ? [...path, 'default'] : path,
           'E_SETTING_DEFAULT',
           `the default of setting ${name} ${problem}`,
-          `Setting ${name} takes ${describeSetting(spec)}.`,
+          typeof decl === 'object'
+            ? `Setting ${name} takes ${describeSetting(spec)}.`
+            : `The short form gives setting ${name} ${describeSetting(spec)}: declare its type in the long form, e.g. { default: ..., type: string, pattern: '^...$' }.`,
         );
         continue;
       }

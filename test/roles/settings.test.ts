@@ -87,8 +87,15 @@ describe('settings: every one has a type', () => {
           '{ default: 64, type: integer, values: [64] }\n  mariadb_buffer_pool_mb: 64',
         ),
       'services/nova-compute.yaml': (t) => t.replace(/in: \[libvirt\.LibvirtDriver\]/, 'in: [libvirt.LibvirtDrivr]'),
+      'services/rabbitmq.yaml': (t) =>
+        t.replace('  rabbitmq_mirror_queues: true\n', "  rabbitmq_mirror_queues: true\n  rabbitmq_tag: 'two words'\n"),
     });
-    const issues = lintOf(dir).map((i) => [i.code, i.location.file.replace(`${dir}/`, ''), i.message]);
+    const all = lintOf(dir);
+    expect(all.find((i) => i.message.includes('rabbitmq_tag'))).toMatchObject({
+      code: 'E_SETTING_DEFAULT',
+      hint: expect.stringContaining('declare its type in the long form'),
+    });
+    const issues = all.map((i) => [i.code, i.location.file.replace(`${dir}/`, ''), i.message]);
     expect(issues).toEqual(
       expect.arrayContaining([
         [
