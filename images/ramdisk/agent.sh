@@ -250,11 +250,15 @@ post_json() {
 #     image URL SHA256 RAW BYTES      the compressed disk image (.lzo, .gz), its checksum,
 #                                     its raw size and its own size
 #     hint KEY VALUE                  root device hints (every one must match)
+#     hostkey TYPE COMMENT            make the SSH host key in the deployed system, report its public half
 #     file MODE PATH BASE64           a file to write into the deployed system
 #   clean                             wipe the partition tables and the ends of every disk
-#   poweroff                          end
-# The answer may hold host private keys: it stays in $WORK (RAM) and is never printed.
-# Every step ends with POST /result, which spends the token.
+#   poweroff                          nothing to do: power off
+#   end                               the last line of every answer: one without it was cut short
+# The server hands a command out once (a command with secrets) or until the
+# next heartbeat: a cut-short answer is asked for again, a refusal (4xx) ends
+# the boot with a failed result. The answer stays in $WORK (RAM) and is never
+# printed. Every step ends with POST /result, which spends the token.
 
 SYSFS=${STACKCTL_SYSFS:-/sys}
 DEVDIR=${STACKCTL_DEVDIR:-/dev}
@@ -370,13 +374,15 @@ uptime_s() { cut -d' ' -f1 /proc/uptime; }
 timing() { printf ',"%s":%s' "$1" "$(awk "BEGIN { printf \"%.1f\", $(uptime_s) - $2 }")" >>"$WORK/timings"; }
 timings() { cat "$WORK/timings" 2>/dev/null; }
 
-# POST /result: $1 ok|failed, $2 step, $3 message, $4 root device, $5 image sha256.
+# POST /result: $1 ok|failed, $2 step, $3 message, $4 root device, $5 image sha256,
+# $6 the SSH host key's public line.
 report_result() {
   {
     printf '{"status":"%s","step":"%s"' "$1" "$2"
     opt_str message "${3:-}"
     opt_str root_device "${4:-}"
     [ -n "${5:-}" ] && printf ',"image_sha256":"%s"' "$5"
+    opt_str host_key "${6:-}"
     t=$(timings)
     [ -n "$t" ] && printf ',"timings":{%s}' "${t#,}"
     printf '}\n'
@@ -503,6 +509,45 @@ write_image() {
   return 0
 }
 
+# Make the node's SSH host key (type $2, comment $3) in the deployed system
+# mounted at $1, with that system's own ssh-keygen: the private half is born
+# on the node and never leaves it. Prints the public line; on failure, why.
+# The fingerprint goes to the console, where an operator can compare it with
+# what stackctl recorded (stackctl nodes trust shows it).
+host_key() {
+  local root=$1 type=$2 comment=$3 key rc fp
+  case "$type" in
+    ed25519) ;;
+    *)
+      echo "unsupported host key type '$type'"
+      return 1
+      ;;
+  esac
+  key=/etc/ssh/ssh_host_${type}_key
+  if [ ! -x "$root/usr/bin/ssh-keygen" ]; then
+    echo "the image has no /usr/bin/ssh-keygen (Debian openssh-client) to make the SSH host key"
+    return 1
+  fi
+  # ssh-keygen asks before overwriting, and a key that came with the image is no node's own
+  rm -f "$root$key" "$root$key.pub"
+  mkdir -p "$root/dev" "$root/etc/ssh"
+  # ssh-keygen opens /dev/null (and may read /dev/urandom): the ramdisk's devices, for this run only
+  if ! mount -o bind /dev "$root/dev" 2>"$WORK/keygen.err"; then
+    echo "cannot mount /dev into the deployed system: $(head -n 1 "$WORK/keygen.err")"
+    return 1
+  fi
+  chroot "$root" /usr/bin/ssh-keygen -q -t "$type" -N '' -C "$comment" -f "$key" </dev/null >"$WORK/keygen.err" 2>&1
+  rc=$?
+  fp=$(chroot "$root" /usr/bin/ssh-keygen -l -f "$key.pub" 2>/dev/null)
+  umount "$root/dev"
+  if [ $rc -ne 0 ] || [ ! -s "$root$key.pub" ]; then
+    echo "ssh-keygen failed: $(head -n 1 "$WORK/keygen.err")"
+    return 1
+  fi
+  log "SSH host key: $fp"
+  head -n 1 "$root$key.pub"
+}
+
 # Write the command's `file` lines into the file system mounted at $1.
 write_files() {
   while read -r kw mode path b64; do
@@ -560,12 +605,21 @@ do_deploy() {
     report_result failed configure "writing the node's files failed" "$dev" "$want"
     return 1
   fi
+  pub=
+  set -- $(grep '^hostkey ' "$WORK/command" | head -n 1)
+  if [ -n "${2:-}" ] && ! pub=$(host_key /mnt/root "$2" "${3:-root@localhost}"); then
+    umount /mnt/root
+    heartbeat_stop
+    log "$pub"
+    report_result failed configure "$pub" "$dev" "$want"
+    return 1
+  fi
   umount /mnt/root
   sync
   timing configure "$t0"
   heartbeat_stop
   log "deployed to $dev"
-  report_result ok deploy "image written to $dev" "$dev" "$want"
+  report_result ok deploy "image written to $dev" "$dev" "$want" "$pub"
 }
 
 # Wipe every disk's partition tables (MBR and GPT at the start, the GPT
@@ -594,7 +648,19 @@ command_loop() {
   wait_s=$(cmdline_arg stackctl.wait) || wait_s=600
   deadline=$(($(cut -d. -f1 /proc/uptime) + wait_s))
   while [ "$(cut -d. -f1 /proc/uptime)" -lt "$deadline" ]; do
-    if agent_wget "$API/v1/agent/$NODE/command" >/dev/null; then
+    if ! why=$(agent_wget "$API/v1/agent/$NODE/command"); then
+      case "$why" in
+        *" 4"[0-9][0-9]" "*)
+          # handed out once: asking again cannot help; the deploy host arms the node anew
+          log "command refused: $why"
+          report_result failed command "the boot server refused the command ($why)"
+          return 1
+          ;;
+      esac
+    elif [ "$(tail -n 1 "$WORK/answer")" != end ]; then
+      log "the command was cut short ($(wc -c <"$WORK/answer") bytes): asking again"
+      rm -f "$WORK/answer"
+    else
       mv "$WORK/answer" "$WORK/command"
       case "$(head -n 1 "$WORK/command")" in
         wait) ;;

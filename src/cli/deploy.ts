@@ -1,15 +1,19 @@
 import type { Command } from 'commander';
-import { ExitCode, InputError, UsageError } from '../core/errors.js';
+import { ExitCode, InputError, messageOf } from '../core/errors.js';
 import { executeDeploy, predict, type DeployReport, type StepRunner } from '../orchestrator/executor.js';
 import { countByClass, FAILURE_CLASSES } from '../orchestrator/failures.js';
-import { JournalFile, journalFileFor } from '../orchestrator/journal.js';
+import { formatNodeAction, formatPhases } from '../orchestrator/format.js';
+import { JournalFile, RunMode, journalFileFor } from '../orchestrator/journal.js';
+import { clusterCheck } from '../status/clusters.js';
 import { parseSteps, planDeploy } from '../orchestrator/planner.js';
 import { loadAll, planOf } from './context.js';
 import { provisionBeforeDeploy, withDeployNodeOptions, withoutNodes, type DeployNodesOpts } from './deploy-nodes.js';
 import { eventSink, nodeSessions } from './node-sessions.js';
-import { inventoryOptions, type CommonOpts } from './options.js';
+import { RANGE, numberOption, secondsOption } from './numbers.js';
+import { dryRunOption, inventoryOptions, maxFailPercentOption, type CommonOpts } from './options.js';
 import { out, printIssues, table } from './output.js';
 import { runWithProgress } from './progress.js';
+import { withRunLock } from './run-lock.js';
 
 /** Options of `stackctl deploy`. */
 export interface DeployOpts extends CommonOpts, DeployNodesOpts {
@@ -17,10 +21,21 @@ export interface DeployOpts extends CommonOpts, DeployNodesOpts {
   resume?: boolean;
   services?: string;
   steps?: string;
-  concurrency?: string;
-  failureBudget?: string;
+  concurrency?: number;
+  /** Percent of a role's nodes. */
+  maxFailPercent?: number;
+  /** Seconds. */
+  taskTimeout?: number;
   json?: boolean;
 }
+
+/** What deploy takes when an option is not given. */
+export const DEPLOY_CLI_DEFAULTS = {
+  concurrency: 8,
+  maxFailPercent: 0,
+  /** Seconds a run-once task may write nothing to its log before it is reported stuck. */
+  taskTimeoutS: 600,
+} as const;
 
 /** Side effects of the command (tests pass their own output sink). */
 export interface DeployCliDeps {
@@ -31,19 +46,10 @@ export interface DeployCliDeps {
 
 const defaultDeps = (): DeployCliDeps => ({ write: out, tty: Boolean(process.stdout.isTTY) });
 
-function positiveInt(text: string, what: string, min: number, max: number): number {
-  const n = Number(text);
-  if (!Number.isInteger(n) || n < min || n > max) {
-    throw new UsageError('E_OPTION', `${what} must be a whole number from ${min} to ${max}, not '${text}'`, {
-      hint: `For example ${what} ${min === 0 ? 0 : 4}.`,
-    });
-  }
-  return n;
-}
-
 /**
  * `stackctl deploy`: converge the nodes to the plan, step by step. Returns
  * the report (undefined for a dry run); sets process.exitCode on failure.
+ * The command holds the inventory's run lock around it (but for a dry run).
  */
 export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps()): Promise<DeployReport | undefined> {
   const all = loadAll(o);
@@ -53,8 +59,9 @@ export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps
       hint: `Run 'stackctl secrets generate -i ${o.inventory}' first: configs cannot be rendered with placeholders.`,
     });
   }
-  const concurrency = positiveInt(o.concurrency ?? '8', '--concurrency', 1, 256);
-  const budget = positiveInt(o.failureBudget ?? '0', '--failure-budget', 0, 100);
+  const concurrency = o.concurrency ?? DEPLOY_CLI_DEFAULTS.concurrency;
+  const budget = o.maxFailPercent ?? DEPLOY_CLI_DEFAULTS.maxFailPercent;
+  const taskTimeoutS = o.taskTimeout ?? DEPLOY_CLI_DEFAULTS.taskTimeoutS;
   const { effective: plan, rendered } = planOf(all);
   const services = o.services
     ?.split(',')
@@ -76,30 +83,47 @@ export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps
   const t0 = Date.now();
   try {
     if (o.dryRun) {
-      const rows = await predict(withoutNodes(deployPlan, unprovisionedNodes), { connect, secret });
-      if (o.json) for (const r of rows) deps.write(JSON.stringify(r) + '\n');
-      else {
+      const p = await predict(
+        withoutNodes(deployPlan, unprovisionedNodes),
+        { connect, secret, catalog: all.catalog },
+        concurrency,
+      );
+      if (o.json) {
+        for (const r of p.rows) deps.write(JSON.stringify(r) + '\n');
+        deps.write(JSON.stringify({ kind: 'deploy.order', phases: p.plan.phases, outages: p.plan.outages }) + '\n');
+      } else {
         deps.write(
           table(
             ['STEP', 'NODE', 'OBJECT', 'NAME', 'ACTION', 'WHY'],
-            rows.map((r) => [String(r.step), r.node, r.object, r.name, r.action, r.detail || '-']),
+            p.rows.map((r) => [String(r.step), r.node, r.object, r.name, r.action, r.detail || '-']),
           ),
         );
-        const n = rows.filter((r) => r.action !== 'unchanged' && r.action !== 'done').length;
+        for (const [node, err] of p.unreachable) deps.write(`${node}: not looked at: ${messageOf(err)}\n`);
+        if (p.plan.phases.length)
+          deps.write(
+            `\nORDER (one line per action; steps are barriers)\n${formatPhases(p.plan.phases, formatNodeAction)}`,
+          );
+        deps.write(formatOutages(p.plan.outages));
+        const n = p.rows.filter((r) => r.action !== 'unchanged' && r.action !== 'done' && r.action !== 'check').length;
         deps.write(`dry run: ${n} change(s) predicted, nothing done (${((Date.now() - t0) / 1000).toFixed(1)} s)\n`);
       }
       return undefined;
     }
 
-    const journal = new JournalFile(journalFileFor(all.inventoryFile), { resume: Boolean(o.resume) });
+    const journal = new JournalFile(journalFileFor(all.inventoryFile), {
+      command: 'deploy',
+      mode: o.resume ? RunMode.RESUME : RunMode.NEW,
+      target: all.release.name,
+      inventory: o.inventory,
+    });
     const visible = deps.tty && !o.json;
     const emit = eventSink(all.inventoryFile, { json: o.json, visible, write: deps.write });
     if (!o.json && o.resume) {
       const p = journal.previous;
       deps.write(
-        p.run
-          ? `resuming run ${p.run}: ${p.done.size} side effect(s) done, ${p.pending.length} to re-check on the nodes\n`
-          : 'nothing to resume (the last run ended): deploying afresh\n',
+        journal.resumed
+          ? `resuming run ${journal.run}: ${p.effectsDone.size} side effect(s) done, ${p.effectsPending.length} to re-check on the nodes\n`
+          : 'nothing to resume (the last run ended, or an earlier version wrote it): deploying afresh\n',
       );
     }
     for (const a of deployPlan.unsupported) {
@@ -108,11 +132,30 @@ export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps
     const runner: StepRunner = visible
       ? (tasks, n) => runWithProgress(tasks, n, true)
       : async (tasks, n) => runWithProgress(tasks, n, false);
-    const report = await executeDeploy(
-      deployPlan,
-      { connect, rendered, journal, emit, runner, secret },
-      { concurrency, failureBudgetPercent: budget },
-    );
+    const stop = new AbortController();
+    const onSigint = (): void => stop.abort();
+    process.once('SIGINT', onSigint);
+    let report: DeployReport;
+    try {
+      report = await executeDeploy(
+        deployPlan,
+        {
+          connect,
+          rendered,
+          journal,
+          emit,
+          runner,
+          secret,
+          catalog: all.catalog,
+          clusterCheck,
+          signal: stop.signal,
+          quietTimeoutMs: taskTimeoutS * 1000,
+        },
+        { concurrency, failureBudgetPercent: budget },
+      );
+    } finally {
+      process.off('SIGINT', onSigint);
+    }
     if (o.json) deps.write(JSON.stringify({ kind: 'deploy.report', ...report }) + '\n');
     else deps.write(formatReport(report));
     if (!report.ok) process.exitCode = ExitCode.REMOTE;
@@ -122,19 +165,37 @@ export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps
   }
 }
 
+/** The services whose APIs a deploy takes down, one line each. */
+export function formatOutages(outages: DeployReport['outages']): string {
+  return outages
+    .map(
+      (o) =>
+        `outage: step ${o.step}: ${o.service} is recreated on ${o.nodes.join(', ')} ` +
+        (o.reason === 'single-node'
+          ? 'where it runs alone: down while it restarts'
+          : 'at once (its file says it does not roll): down while it restarts') +
+        '\n',
+    )
+    .join('');
+}
+
 /** The end-of-run summary: timings, and failures by class with their task path and log. */
 export function formatReport(r: DeployReport): string {
-  let s = '';
+  let s = formatOutages(r.outages);
   for (const f of r.failures) {
     s += `FAILED ${f.path} [${f.class}] ${f.code}: ${f.message}\n`;
     if (f.hint) s += `  hint: ${f.hint}\n`;
     if (f.log) s += `  last log lines:\n${f.log.replace(/^/gm, '    | ')}\n`;
   }
   if (r.aborted) {
-    s += r.aborted.host ? 'aborted in the host preparation, before step 1' : `aborted after step ${r.aborted.step}`;
+    s += r.aborted.observe
+      ? 'aborted before step 1 (looking at the nodes)'
+      : r.aborted.host
+        ? 'aborted in the host preparation, before step 1'
+        : `aborted after step ${r.aborted.step}`;
     s += r.aborted.roles.length
       ? `: failure budget exceeded by ${r.aborted.roles.map((t) => `${t.role} (${t.failed}/${t.nodes})`).join(', ')}\n`
-      : ': run-once work failed\n';
+      : `: ${r.aborted.reason ?? 'run-once work failed'}\n`;
   }
   const counts = countByClass(r.failures);
   const classes = FAILURE_CLASSES.filter((c) => counts[c] > 0).map((c) => `${counts[c]} ${c}`);
@@ -145,16 +206,41 @@ export function formatReport(r: DeployReport): string {
 
 /** `stackctl deploy -i INV [--dry-run] [--resume] [--services a,b] [--steps 1-5] [--concurrency N] [--json]`. */
 export function registerDeploy(program: Command): void {
-  withDeployNodeOptions(inventoryOptions(program.command('deploy')))
-    .description(
-      'provision the nodes not yet active, then deploy the plan onto the nodes in steps 1-5 (re-entrant; --dry-run shows what would change)',
-    )
-    .option('--dry-run', 'show per node and container what would be created, recreated (and why) or left alone')
+  const cmd = withDeployNodeOptions(inventoryOptions(program.command('deploy'))).description(
+    'provision the nodes not yet active, then deploy the plan onto the nodes in steps 1-5 (re-entrant; --dry-run shows what would change)',
+  );
+  dryRunOption(
+    cmd,
+    'show per node and container what would be created, recreated (and why) or left alone, act on nothing',
+  );
+  maxFailPercentOption(
+    cmd,
+    "abort when a role's failed share of nodes exceeds this",
+    DEPLOY_CLI_DEFAULTS.maxFailPercent,
+  );
+  cmd
     .option('--resume', 'continue the last run after a crash, without repeating completed side effects')
     .option('--services <list>', 'only these services, comma separated')
     .option('--steps <range>', 'only these steps, e.g. 1-5, 2, 2,4')
-    .option('--concurrency <n>', 'nodes worked on at once within a step', '8')
-    .option('--failure-budget <percent>', "abort when a role's failed share of nodes exceeds this", '0')
+    .addOption(
+      numberOption(
+        '--concurrency <n>',
+        'nodes worked on at once within a step',
+        RANGE.concurrency,
+        DEPLOY_CLI_DEFAULTS.concurrency,
+      ),
+    )
+    .addOption(
+      secondsOption(
+        '--task-timeout',
+        'a run-once task (db sync...) that writes nothing to its log for this long is reported stuck and left running',
+        { min: 10, max: RANGE.seconds.max },
+        DEPLOY_CLI_DEFAULTS.taskTimeoutS,
+      ),
+    )
     .option('--json', 'JSON-lines events and report on stdout')
-    .action(async (o: DeployOpts) => void (await runDeploy(o)));
+    // a dry run changes nothing: it runs beside a deploy in progress
+    .action(
+      async (o: DeployOpts) => void (await (o.dryRun ? runDeploy(o) : withRunLock(o.inventory, () => runDeploy(o)))),
+    );
 }

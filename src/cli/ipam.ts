@@ -4,6 +4,7 @@ import { loadIpamState, release, saveIpamState } from '../inventory/ipam.js';
 import { loadAll } from './context.js';
 import { out, table } from './output.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
+import { withRunLock } from './run-lock.js';
 
 /** `stackctl ipam show|release`: persisted address allocations. */
 export function registerIpam(program: Command): void {
@@ -37,20 +38,25 @@ export function registerIpam(program: Command): void {
     .description('free the addresses of a node that was removed from the inventory')
     .argument('<node>', 'node name')
     .option('--network <name>', 'only on this network')
-    .action((node: string, opts: CommonOpts & { network?: string }) => {
-      const all = loadAll(opts);
-      const inInventory = all.loaded.inventory.nodes.some((n) => n.name === node);
-      if (inInventory && !opts.network) {
-        throw new UsageError('E_NODE_IN_INVENTORY', `node '${node}' is still in ${opts.inventory}`, {
-          hint: 'Remove it from the inventory first, or give --network to renumber it on one network.',
-        });
-      }
-      const { state, freed } = release(loadIpamState(all.ipamFile), node, opts.network);
-      if (!freed.length) {
-        out(`node '${node}' holds no saved address${opts.network ? ` on ${opts.network}` : ''}\n`);
-        return;
-      }
-      saveIpamState(all.ipamFile, state);
-      out(`freed for '${node}': ${freed.join(', ')}\n`);
+    .action((node: string, opts: CommonOpts & { network?: string }) =>
+      withRunLock(opts.inventory, () => releaseNode(node, opts)),
+    );
+}
+
+/** `ipam release`: the state file is read, changed and written under the run lock. */
+function releaseNode(node: string, opts: CommonOpts & { network?: string }): void {
+  const all = loadAll(opts);
+  const inInventory = all.loaded.inventory.nodes.some((n) => n.name === node);
+  if (inInventory && !opts.network) {
+    throw new UsageError('E_NODE_IN_INVENTORY', `node '${node}' is still in ${opts.inventory}`, {
+      hint: 'Remove it from the inventory first, or give --network to renumber it on one network.',
     });
+  }
+  const { state, freed } = release(loadIpamState(all.ipamFile), node, opts.network);
+  if (!freed.length) {
+    out(`node '${node}' holds no saved address${opts.network ? ` on ${opts.network}` : ''}\n`);
+    return;
+  }
+  saveIpamState(all.ipamFile, state);
+  out(`freed for '${node}': ${freed.join(', ')}\n`);
 }

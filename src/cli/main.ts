@@ -16,6 +16,7 @@ import { registerSecrets } from './secrets.js';
 import { registerStatus } from './status.js';
 import { registerTempest } from './tempest.js';
 import { registerUpgrade } from './upgrade.js';
+import { recordCommandLine } from './run-lock.js';
 
 /** Build the command tree; exported for tests. */
 export function buildProgram(): Command {
@@ -65,6 +66,7 @@ export function reportError(err: unknown, debug: boolean): number {
 /** Run the CLI with argv; resolves to the exit status. */
 export async function main(argv: readonly string[]): Promise<number> {
   const program = buildProgram();
+  recordCommandLine(argv.slice(2));
   try {
     await program.parseAsync(argv as string[]);
     return typeof process.exitCode === 'number' ? process.exitCode : ExitCode.OK;

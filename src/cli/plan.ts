@@ -4,6 +4,7 @@ import { planToJson, type Plan } from '../roles/plan.js';
 import { loadAll, planOf } from './context.js';
 import { out, printIssues, table } from './output.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
+import { withRunLock } from './run-lock.js';
 
 /** `stackctl plan`: node -> role -> services -> containers, addresses, VIPs, steps. */
 export function registerPlan(program: Command): void {
@@ -11,12 +12,21 @@ export function registerPlan(program: Command): void {
     .description('show what a deploy would put where: addresses, containers with image and config hash, VIPs, steps')
     .option('--json', 'stable JSON for tools')
     .option('--no-save', 'do not persist new IPAM allocations')
-    .action((opts: CommonOpts & { json?: boolean; save: boolean }) => {
-      const all = loadAll(opts);
+    .action(async (opts: CommonOpts & { json?: boolean; save: boolean }) => {
+      let all = loadAll(opts);
+      let plan: Plan | undefined;
+      if (opts.save && all.allocation.changed) {
+        // New allocations to save: under the run lock, from the IPAM file as it is now (a run that
+        // held the lock may have saved some since). Without any, plan only reads and takes no lock.
+        await withRunLock(opts.inventory, () => {
+          all = loadAll(opts);
+          plan = planOf(all).plan;
+          // Persist allocations only once everything above succeeded: bad input changes nothing.
+          if (all.allocation.changed) saveIpamState(all.ipamFile, all.allocation.state);
+        });
+      }
       printIssues(all.warnings);
-      const { plan } = planOf(all);
-      // Persist allocations only once everything above succeeded: bad input changes nothing.
-      if (opts.save && all.allocation.changed) saveIpamState(all.ipamFile, all.allocation.state);
+      plan ??= planOf(all).plan;
       out(opts.json ? planToJson(plan) : formatPlan(plan));
     });
 }

@@ -1,17 +1,20 @@
 /**
  * `stackctl nodes trust`: fetch each node's SSH host key, show its SHA256
  * fingerprint, and record it in `<inventory>.known_hosts` only when the
- * operator says so (`--yes`, or "y" at a terminal prompt). Also creates
- * stackctl's SSH key `<inventory>.ssh/id_ed25519` when it is missing.
+ * operator says so (`--yes`, or "y" at a terminal prompt). A key that differs
+ * from the recorded one is never taken on that: only
+ * `--replace-changed-key NODE` replaces it, node by node; otherwise it is an
+ * error showing both fingerprints and that flag. Also creates stackctl's SSH
+ * key `<inventory>.ssh/id_ed25519` when it is missing.
  */
-import { createInterface } from 'node:readline/promises';
 import type { Command } from 'commander';
-import pLimit from 'p-limit';
-import { ExitCode, RemoteError, UsageError, summarizeFailure, type ExitCode as Exit } from '../core/errors.js';
+import { RemoteError, UsageError } from '../core/errors.js';
 import {
   DEFAULT_SSH_USER,
+  HostKeyVerdict,
   ensureClientKey,
   fetchHostKey as defaultFetchHostKey,
+  hostKeyError,
   knownHostName,
   recordHostKey,
   recordedKeys,
@@ -19,7 +22,11 @@ import {
   type PublicKey,
   type SshTarget,
 } from '../remote/index.js';
+import { askTerminal, onTerminal, type ConfirmDeps } from './confirm.js';
 import { loadAll } from './context.js';
+import { fanOut, setFailureExit, type NodeOutcome } from './fanout.js';
+import { withRunLock } from './run-lock.js';
+import { RANGE, numberOption, secondsOption } from './numbers.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
 import { out, table } from './output.js';
 import { selectNodes, type SelectOptions } from './targets.js';
@@ -33,7 +40,7 @@ export const TrustStatus = {
   NEW: 'new',
   /** Already recorded: nothing to do. */
   KNOWN: 'known',
-  /** A different key is recorded: reinstalled node, or someone in between. */
+  /** A different key is recorded: reinstalled node, or someone in between. Replaced only with --replace-changed-key. */
   CHANGED: 'changed',
   /** The node could not be asked. */
   FAILED: 'failed',
@@ -41,8 +48,7 @@ export const TrustStatus = {
 export type TrustStatus = (typeof TrustStatus)[keyof typeof TrustStatus];
 
 /** One node's line of the result. */
-interface TrustResult {
-  node: string;
+interface TrustResult extends NodeOutcome {
   address: string;
   port: number;
   status: TrustStatus;
@@ -51,56 +57,35 @@ interface TrustResult {
   /** Fingerprints recorded before, when the key changed. */
   previous?: string[];
   recorded: boolean;
-  error?: { code: string; message: string; hint?: string };
-  exit?: Exit;
+  /** The key the node offered (not printed). */
+  offered?: PublicKey;
 }
 
 type TrustOpts = CommonOpts &
   SelectOptions & {
     yes?: boolean;
+    replaceChangedKey?: string[];
     json?: boolean;
-    sshPort: string;
+    sshPort: number;
     sshUser: string;
-    timeout: string;
-    concurrency: string;
+    /** Seconds. */
+    timeout: number;
+    concurrency: number;
   };
 
 /** Side effects of the command, injectable for tests (CONVENTIONS.md 8). */
-export interface TrustDeps {
+export interface TrustDeps extends ConfirmDeps {
   /** Reads a host's key without logging in. */
   readonly fetchHostKey?: (t: SshTarget, o: { timeoutMs: number }) => Promise<PublicKey>;
-  /** Asks the operator; only called on a terminal. */
-  readonly confirm?: (question: string) => Promise<boolean>;
-  /** Whether stdin and stderr are a terminal. */
-  readonly interactive?: () => boolean;
   /** Where messages for the operator go. */
   readonly err?: (text: string) => void;
-}
-
-async function askTerminal(question: string): Promise<boolean> {
-  const rl = createInterface({ input: process.stdin, output: process.stderr });
-  try {
-    return /^y(es)?$/i.test((await rl.question(question)).trim());
-  } finally {
-    rl.close();
-  }
-}
-
-function positiveInt(value: string, flag: string, max = 65535): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1 || n > max) {
-    throw new UsageError('E_USAGE', `${flag} must be a whole number from 1 to ${max}, not '${value}'`, {
-      hint: `For example ${flag} 22.`,
-    });
-  }
-  return n;
 }
 
 /** Add `trust` to the `nodes` command group. */
 export function registerTrust(nodes: Command, deps: TrustDeps = {}): void {
   const fetchKey = deps.fetchHostKey ?? ((t, o) => defaultFetchHostKey(t, o));
   const confirm = deps.confirm ?? askTerminal;
-  const interactive = deps.interactive ?? (() => Boolean(process.stdin.isTTY && process.stderr.isTTY));
+  const interactive = deps.interactive ?? onTerminal;
   const say = deps.err ?? ((text: string) => void process.stderr.write(text));
   inventoryOptions(nodes.command('trust'))
     .description(
@@ -109,113 +94,149 @@ export function registerTrust(nodes: Command, deps: TrustDeps = {}): void {
     .option('--node <name...>', 'these nodes (repeatable)')
     .option('--role <role>', 'every node of this role')
     .option('--all', 'every node of the inventory')
-    .option('--yes', 'record the keys shown without asking')
-    .option('--ssh-port <port>', 'SSH port of the nodes', '22')
+    .option('--yes', 'record the new keys shown without asking (never replaces a changed key)')
+    .option(
+      '--replace-changed-key <name...>',
+      "replace this node's recorded key by the one it offers now (repeatable; compare the new fingerprint with the node's console first)",
+    )
+    .addOption(numberOption('--ssh-port <port>', 'SSH port of the nodes', RANGE.port, 22))
     .option('--ssh-user <user>', 'SSH user (for messages; no login happens)', DEFAULT_SSH_USER)
-    .option('--timeout <ms>', 'connect timeout per node', '10000')
-    .option('--concurrency <n>', 'nodes asked at once', '32')
+    .addOption(secondsOption('--timeout', 'connect timeout per node', { min: 1, max: 600 }, 10))
+    .addOption(numberOption('--concurrency <n>', 'nodes asked at once', RANGE.concurrency, 32))
     .option('--json', 'results as JSON on stdout')
-    .action(async (opts: TrustOpts) => {
-      const port = positiveInt(opts.sshPort, '--ssh-port');
-      const timeoutMs = positiveInt(opts.timeout, '--timeout', 600_000);
-      const all = loadAll(opts);
-      const names = selectNodes(all, opts);
-      const files = sshFilesFor(all.inventoryFile);
-      const key = ensureClientKey(files.privateKeyFile);
-      if (key.created) {
-        say(
-          `created stackctl's SSH key ${files.privateKeyFile} (mode 0600); add ${files.privateKeyFile}.pub to ~${opts.sshUser}/.ssh/authorized_keys on every node\n`,
-        );
-      }
-      const limit = pLimit(positiveInt(opts.concurrency, '--concurrency', 1024));
-      const results = await Promise.all(
-        names.map((name) =>
-          limit(async (): Promise<TrustResult> => {
-            const address = all.allocation.addresses.get(name)?.[SSH_NETWORK] ?? '';
-            const r: TrustResult = { node: name, address, port, status: TrustStatus.FAILED, recorded: false };
-            try {
-              if (!address) {
-                throw new RemoteError('E_NO_SSH_ADDRESS', `${name} has no ${SSH_NETWORK} address`, {
-                  hint: `Give the node a NIC on the ${SSH_NETWORK} network; stackctl reaches nodes by SSH there.`,
-                });
-              }
-              const offered = await fetchKey({ node: name, host: address, port, user: opts.sshUser }, { timeoutMs });
-              const before = recordedKeys(files.knownHostsFile, address, port);
-              r.keyType = offered.type;
-              r.fingerprint = offered.fingerprint;
-              if (before.some((k) => k.blob.equals(offered.blob))) r.status = TrustStatus.KNOWN;
-              else if (before.length) {
-                r.status = TrustStatus.CHANGED;
-                r.previous = before.map((k) => k.fingerprint);
-              } else r.status = TrustStatus.NEW;
-              return Object.assign(r, { offered });
-            } catch (e) {
-              const { exit, ...error } = summarizeFailure(e);
-              r.error = error;
-              r.exit = exit;
-              return r;
-            }
-          }),
-        ),
-      );
-
-      const pending = results.filter((r) => r.status === TrustStatus.NEW || r.status === TrustStatus.CHANGED);
-      // Show first, always: the operator compares these with the nodes' consoles before trusting.
-      if (!opts.json) {
-        out(
-          table(
-            ['NODE', 'ADDRESS', 'KEY', 'FINGERPRINT', 'STATUS'],
-            results.map((r) => [
-              r.node,
-              knownHostName(r.address || '-', port),
-              r.keyType ?? '-',
-              r.fingerprint ?? '-',
-              r.status === TrustStatus.CHANGED
-                ? `CHANGED (recorded ${r.previous!.join(', ')})`
-                : r.status === TrustStatus.FAILED
-                  ? `FAILED ${r.error!.code}: ${r.error!.message}`
-                  : r.status,
-            ]),
-          ),
-        );
-        for (const r of results) if (r.error?.hint) say(`${r.node}: hint: ${r.error.hint}\n`);
-      }
-      let accept = Boolean(opts.yes);
-      if (pending.length && !accept && !opts.json && interactive()) {
-        accept = await confirm(`Record ${pending.length} host key(s) in ${files.knownHostsFile}? [y/N] `);
-      }
-      if (pending.length && accept) {
-        for (const r of pending) {
-          recordHostKey(
-            files.knownHostsFile,
-            r.address,
-            port,
-            (r as TrustResult & { offered: PublicKey }).offered.blob,
+    // the key is always shown; recording it (and creating stackctl's SSH key) writes state: under the run lock
+    .action((opts: TrustOpts) =>
+      withRunLock(opts.inventory, async () => {
+        const port = opts.sshPort;
+        const timeoutMs = opts.timeout * 1000;
+        const all = loadAll(opts);
+        const names = selectNodes(all, opts);
+        const replace = new Set(opts.replaceChangedKey ?? []);
+        const strays = [...replace].filter((n) => !names.includes(n));
+        if (strays.length) {
+          throw new UsageError(
+            'E_NODE_SELECTION',
+            `--replace-changed-key names ${strays.map((n) => `'${n}'`).join(', ')}, not among the nodes selected`,
+            { hint: `Select the node too, e.g. --node ${strays[0]} --replace-changed-key ${strays[0]}.` },
           );
-          r.recorded = true;
         }
-        say(`recorded ${pending.length} host key(s) in ${files.knownHostsFile}\n`);
-      } else if (pending.length) {
-        say(
-          `not recorded: compare the fingerprints with each node's console (ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub), then run again with --yes\n`,
+        const files = sshFilesFor(all.inventoryFile);
+        const key = ensureClientKey(files.privateKeyFile);
+        if (key.created) {
+          say(
+            `created stackctl's SSH key ${files.privateKeyFile} (mode 0600); add ${files.privateKeyFile}.pub to ~${opts.sshUser}/.ssh/authorized_keys on every node\n`,
+          );
+        }
+        // every node is asked (a failure is its row); nothing is recorded before all are shown
+        const results = await fanOut(
+          {
+            command: 'trust',
+            outcomes: names.map((name): TrustResult => ({
+              node: name,
+              ok: false,
+              address: all.allocation.addresses.get(name)?.[SSH_NETWORK] ?? '',
+              port,
+              status: TrustStatus.FAILED,
+              recorded: false,
+            })),
+            concurrency: opts.concurrency,
+            visible: false,
+          },
+          async (r) => {
+            if (!r.address) {
+              throw new RemoteError('E_NO_SSH_ADDRESS', `${r.node} has no ${SSH_NETWORK} address`, {
+                hint: `Give the node a NIC on the ${SSH_NETWORK} network; stackctl reaches nodes by SSH there.`,
+              });
+            }
+            const offered = await fetchKey({ node: r.node, host: r.address, port, user: opts.sshUser }, { timeoutMs });
+            const before = recordedKeys(files.knownHostsFile, r.address, port);
+            r.keyType = offered.type;
+            r.fingerprint = offered.fingerprint;
+            r.offered = offered;
+            if (before.some((k) => k.blob.equals(offered.blob))) r.status = TrustStatus.KNOWN;
+            else if (before.length) {
+              r.status = TrustStatus.CHANGED;
+              r.previous = before.map((k) => k.fingerprint);
+              // shown, never recorded: the error carries both fingerprints and the one flag that replaces it
+              if (!replace.has(r.node)) {
+                throw hostKeyError(
+                  { verdict: HostKeyVerdict.CHANGED, offered, recorded: before },
+                  r.node,
+                  r.address,
+                  port,
+                  opts.inventory,
+                );
+              }
+            } else r.status = TrustStatus.NEW;
+            return r.status;
+          },
         );
-      }
-      if (opts.json) {
-        out(
-          JSON.stringify(
-            results.map(({ exit: _exit, ...r }) => {
-              const { offered: _offered, ...rest } = r as TrustResult & { offered?: PublicKey };
-              return rest;
-            }),
-            null,
-            2,
-          ) + '\n',
-        );
-      }
-      const failed = results.filter((r) => r.status === TrustStatus.FAILED);
-      if (failed.length) {
-        const codes = new Set(failed.map((r) => r.exit));
-        process.exitCode = codes.size === 1 ? [...codes][0]! : ExitCode.REMOTE;
-      }
-    });
+
+        const pending = results.filter((r) => r.status === TrustStatus.NEW);
+        const replacing = results.filter((r) => r.status === TrustStatus.CHANGED && replace.has(r.node));
+        // Show first, always: the operator compares these with the nodes' consoles before trusting.
+        if (!opts.json) {
+          out(
+            table(
+              ['NODE', 'ADDRESS', 'KEY', 'FINGERPRINT', 'STATUS'],
+              results.map((r) => [
+                r.node,
+                knownHostName(r.address || '-', port),
+                r.keyType ?? '-',
+                r.fingerprint ?? '-',
+                r.status === TrustStatus.CHANGED
+                  ? `CHANGED (recorded ${r.previous!.join(', ')})`
+                  : r.status === TrustStatus.FAILED
+                    ? `FAILED ${r.error!.code}: ${r.error!.message}`
+                    : r.status,
+              ]),
+            ),
+          );
+          for (const r of results) {
+            // a FAILED row already shows its message; a changed key's is the warning itself
+            if (r.status === TrustStatus.CHANGED && r.error) say(`${r.node}: ${r.error.code}: ${r.error.message}\n`);
+            if (r.error?.hint) say(`${r.node}: hint: ${r.error.hint}\n`);
+          }
+        }
+        for (const r of results) {
+          if (replace.has(r.node) && (r.status === TrustStatus.NEW || r.status === TrustStatus.KNOWN)) {
+            say(`${r.node}: --replace-changed-key: its key is ${r.status}, not changed: nothing to replace\n`);
+          }
+        }
+        // named one by one on the command line: that is the operator's word for each of them
+        for (const r of replacing) {
+          recordHostKey(files.knownHostsFile, r.address, port, r.offered!.blob);
+          r.recorded = true;
+          say(
+            `${r.node}: replaced host key ${r.previous!.join(', ')} by ${r.fingerprint} in ${files.knownHostsFile}\n`,
+          );
+        }
+        let accept = Boolean(opts.yes);
+        if (pending.length && !accept && !opts.json && interactive()) {
+          accept = await confirm(`Record ${pending.length} new host key(s) in ${files.knownHostsFile}? [y/N] `);
+        }
+        if (pending.length && accept) {
+          for (const r of pending) {
+            recordHostKey(files.knownHostsFile, r.address, port, r.offered!.blob);
+            r.recorded = true;
+          }
+          say(`recorded ${pending.length} host key(s) in ${files.knownHostsFile}\n`);
+        } else if (pending.length) {
+          say(
+            `not recorded: compare the fingerprints with each node's console (ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub), then run again with --yes\n`,
+          );
+        }
+        if (opts.json) {
+          out(
+            JSON.stringify(
+              // the rows as they always were: no outcome bookkeeping, no key blob
+              results.map(({ exit: _exit, offered: _offered, ok: _ok, result: _result, ms: _ms, ...rest }) => rest),
+              null,
+              2,
+            ) + '\n',
+          );
+        }
+        setFailureExit(results);
+      }),
+    );
 }

@@ -1,60 +1,62 @@
 import { resolve } from 'node:path';
 import type { Command } from 'commander';
 import { ExitCode, InputError, UsageError } from '../core/errors.js';
-import type { StepRunner } from '../orchestrator/executor.js';
+import { defaultReleasesDir } from '../core/paths.js';
+import type { StepRunner } from '../orchestrator/engine.js';
+import { NODE_HANDLERS, oneOffRunner } from '../orchestrator/handlers.js';
+import {
+  JournalFile,
+  RunMode,
+  checkLegacyUpgrade,
+  checkOpen,
+  journalFileFor,
+  legacyUpgradeJournalFileFor,
+  type Replay,
+} from '../orchestrator/journal.js';
 import { IDENTITY_ADMIN_PASSWORD, planDeploy, type ContainerWork, type DeployPlan } from '../orchestrator/planner.js';
 import { adminCredentials } from '../roles/credentials.js';
-import { NODE_HANDLERS, oneOffRunner } from '../upgrade/actions.js';
-import { cloudClient } from '../upgrade/cloud.js';
-import type { UpgradeContext } from '../upgrade/context.js';
-import {
-  RunMode,
-  UpgradeJournal,
-  checkOpen,
-  planDigest,
-  upgradeJournalFileFor,
-  type RunOptions,
-} from '../upgrade/journal.js';
-import { PRECHECK_HANDLERS } from '../upgrade/prechecks.js';
-import { hookHandler } from '../upgrade/run-hooks.js';
-import { RunOutcome, runUpgrade as runSteps, type UpgradeReport } from '../upgrade/runner.js';
-import { defaultReleasesDir } from '../core/paths.js';
 import { loadRelease } from '../roles/release.js';
+import { clusterCheck } from '../status/clusters.js';
+import { clientContainers, cloudClient } from '../status/openstack-client.js';
+import type { UpgradeContext } from '../upgrade/context.js';
 import { formatUpgradePlan, upgradePlanToJson } from '../upgrade/format.js';
 import { checkImagesPresent } from '../upgrade/images.js';
+import { planDigest } from '../upgrade/journal.js';
 import { PauseAt, type UpgradeOptions, type UpgradePlan } from '../upgrade/model.js';
 import { planUpgrade } from '../upgrade/planner.js';
+import { PRECHECK_HANDLERS } from '../upgrade/prechecks.js';
+import { RunOutcome, formatUpgradeReport, type UpgradeReport } from '../upgrade/report.js';
+import { runUpgrade as runSteps } from '../upgrade/run.js';
+import { hookHandler } from '../upgrade/run-hooks.js';
 import { loadAll, planOf, type Loaded } from './context.js';
 import { eventSink, nodeSessions } from './node-sessions.js';
-import { inventoryOptions, type CommonOpts } from './options.js';
+import { RANGE, numberOption, secondsOption } from './numbers.js';
+import { choiceOption, dryRunOption, inventoryOptions, maxFailPercentOption, type CommonOpts } from './options.js';
 import { out, printIssues } from './output.js';
 import { runWithProgress } from './progress.js';
+import { withRunLock } from './run-lock.js';
+
+export { formatUpgradeReport } from '../upgrade/report.js';
 
 /** Options of `stackctl upgrade`. */
 export interface UpgradeOpts extends CommonOpts {
   to: string;
-  batch?: string;
+  batch?: number;
   pauseAt?: string;
-  maxFailPercent?: string;
+  maxFailPercent?: number;
   canary?: boolean;
   fastForward?: boolean;
-  plan?: boolean;
+  dryRun?: boolean;
   resume?: boolean;
   continue?: boolean;
   json?: boolean;
   checkImages?: string | boolean;
+  /** Seconds. */
+  taskTimeout?: number;
 }
 
-function wholeNumber(text: string | undefined, what: string): number | undefined {
-  if (text === undefined) return undefined;
-  const n = Number(text);
-  if (!/^\d+$/.test(text) || !Number.isSafeInteger(n)) {
-    throw new UsageError('E_OPTION', `${what} must be a whole number, not '${text}'`, {
-      hint: `For example ${what} 2.`,
-    });
-  }
-  return n;
-}
+/** Seconds a migration or check may write nothing to its log before it is reported stuck. */
+const TASK_TIMEOUT_S = 600;
 
 /** Exit statuses of a run (docs/upgrade.md); usage, input and file errors keep theirs (2, 3, 4). */
 export const UPGRADE_EXIT = {
@@ -76,15 +78,15 @@ export interface UpgradeCliDeps {
 const defaultDeps = (): UpgradeCliDeps => ({ write: out, tty: Boolean(process.stdout.isTTY) });
 
 /** The plan options from the command line, those not given taken from the open run being continued. */
-function planOptions(o: UpgradeOpts, previous: RunOptions | undefined): UpgradeOptions {
+function planOptions(o: UpgradeOpts, previous: UpgradePlan['options'] | undefined): UpgradeOptions {
   const pauseAt = o.pauseAt ?? previous?.pauseAt ?? PauseAt.NEVER;
   if (!(Object.values(PauseAt) as string[]).includes(pauseAt)) {
     throw new UsageError('E_OPTION', `--pause-at ${pauseAt} is not one of ${Object.values(PauseAt).join(', ')}`, {
       hint: 'For example --pause-at migration.',
     });
   }
-  const batch = wholeNumber(o.batch, '--batch') ?? (typeof previous?.batch === 'number' ? previous.batch : undefined);
-  const maxFailPercent = wholeNumber(o.maxFailPercent, '--max-fail-percent') ?? previous?.maxFailPercent;
+  const batch = o.batch ?? (typeof previous?.batch === 'number' ? previous.batch : undefined);
+  const maxFailPercent = o.maxFailPercent ?? previous?.maxFailPercent;
   const canary = o.canary ?? previous?.canary;
   const fastForward = o.fastForward ?? previous?.fastForward;
   return {
@@ -96,28 +98,19 @@ function planOptions(o: UpgradeOpts, previous: RunOptions | undefined): UpgradeO
   };
 }
 
-/**
- * Settings of the target's configs during a fast-forward, where a service runs them: the target's
- * Nova starts while the computes' service records still carry the old version (they are stopped
- * in the same window), which Nova refuses without this workaround. The next deploy drops it.
- */
-const FAST_FORWARD_SETTINGS: Readonly<Record<string, Readonly<Record<string, boolean>>>> = {
-  'nova-api': { nova_disable_compute_service_check_for_ffu: true },
-};
-
 /** The inventory the target's configs are rendered from: the cloud's, plus the fast-forward settings. */
 export function targetInventory(all: Loaded, plan: UpgradePlan): Loaded['loaded']['inventory'] {
   const inv = all.loaded.inventory;
   if (!plan.fastForward) return inv;
-  const used = new Set(plan.changes.map((c) => c.service));
-  const extra = Object.entries(FAST_FORWARD_SETTINGS)
-    .filter(([service]) => used.has(service))
-    .reduce<Record<string, boolean>>((acc, [, settings]) => ({ ...acc, ...settings }), {});
+  // What the moving services' files ask for during a fast-forward (upgrade.fast_forward_settings).
+  const extra: Record<string, string | number | boolean> = {};
+  for (const c of plan.changes)
+    Object.assign(extra, all.catalog.services.get(c.service)?.upgrade.fast_forward_settings ?? {});
   return { ...inv, cloud: { ...inv.cloud, settings: { ...inv.cloud.settings, ...extra } } };
 }
 
 /**
- * `stackctl upgrade --to TARGET`: with --plan print the phases and act on
+ * `stackctl upgrade --to TARGET`: with --dry-run print the phases and act on
  * nothing; otherwise run them (or go on with the open run: --resume,
  * --continue). Returns the run's report; sets process.exitCode.
  */
@@ -129,17 +122,42 @@ export async function runUpgrade(
   if (!o.json) printIssues(all.warnings);
   const target = loadRelease(o.releases ? resolve(o.releases) : defaultReleasesDir(), o.to);
   const mode: RunMode = o.continue ? RunMode.CONTINUE : o.resume ? RunMode.RESUME : RunMode.NEW;
-  const journalFile = upgradeJournalFileFor(all.inventoryFile);
-  const open = o.plan ? undefined : UpgradeJournal.last(journalFile);
-  const continuing = mode !== RunMode.NEW && open?.run && !open.ended ? open.options : undefined;
-  const plan = planUpgrade({
+  const journalFile = journalFileFor(all.inventoryFile);
+  let open: Replay | undefined = o.dryRun ? undefined : JournalFile.last(journalFile);
+  if (open && closeFinished(open, all, journalFile, deps, o)) {
+    if (mode !== RunMode.NEW) return undefined;
+    open = JournalFile.last(journalFile);
+  }
+  const openUpgrade = open?.command === 'upgrade' && open.run && !open.ended ? open : undefined;
+  const continuing =
+    mode !== RunMode.NEW && openUpgrade ? (openUpgrade.options as UpgradePlan['options'] | undefined) : undefined;
+  // The deploy plans of the release the cloud runs and of the target (placeholders without secrets).
+  const current = planOf(all);
+  const currentDeploy = planDeploy(current.effective, all.catalog);
+  const draft = planUpgrade({
     inventory: all.loaded.inventory,
     catalog: all.catalog,
     current: all.release,
     target,
+    currentDeploy,
+    targetDeploy: planDeploy(planOf({ ...all, release: target }).effective, all.catalog),
     options: planOptions(o, continuing),
   });
-  if (o.plan) {
+  // With a fast-forward the target's configs carry the moving services' fast-forward settings.
+  const next = planOf({ ...all, release: target, loaded: { ...all.loaded, inventory: targetInventory(all, draft) } });
+  const targetDeploy = planDeploy(next.effective, all.catalog);
+  const plan = draft.fastForward
+    ? planUpgrade({
+        inventory: all.loaded.inventory,
+        catalog: all.catalog,
+        current: all.release,
+        target,
+        currentDeploy,
+        targetDeploy,
+        options: planOptions(o, continuing),
+      })
+    : draft;
+  if (o.dryRun) {
     if (o.checkImages !== undefined && o.checkImages !== false) {
       const images = plan.phases.flatMap((p) =>
         p.steps.flatMap((s) => s.actions.flatMap((a) => (a.kind === 'check-images' ? a.images : []))),
@@ -153,7 +171,9 @@ export async function runUpgrade(
     out(o.json ? upgradePlanToJson(plan) : formatUpgradePlan(plan));
     return undefined;
   }
+  checkLegacyUpgrade(legacyUpgradeJournalFileFor(all.inventoryFile), o.inventory);
   const opening = {
+    command: 'upgrade' as const,
     mode,
     target: target.name,
     options: plan.options,
@@ -161,17 +181,13 @@ export async function runUpgrade(
     inventory: o.inventory,
   };
   // Refuse a second run, or a --resume that does not fit, before anything else is asked for.
-  checkOpen(open ?? UpgradeJournal.last(journalFile), opening);
+  checkOpen(JournalFile.last(journalFile), opening);
   if (!all.secrets) {
     throw new InputError('E_SECRETS_REQUIRED', `upgrade needs the secrets file ${all.secretsFile}`, {
       hint: `Run 'stackctl secrets generate -i ${o.inventory}' first: the target configs cannot be rendered with placeholders.`,
     });
   }
-  const current = planOf(all);
-  const next = planOf({ ...all, release: target, loaded: { ...all.loaded, inventory: targetInventory(all, plan) } });
-  const currentDeploy = planDeploy(current.effective, all.catalog);
-  const targetDeploy = planDeploy(next.effective, all.catalog);
-  const journal = new UpgradeJournal(journalFile, opening);
+  const journal = new JournalFile(journalFile, opening);
   if (!o.json) {
     for (const w of plan.warnings) deps.write(`warning: ${w}\n`);
     if (mode !== RunMode.NEW) {
@@ -183,6 +199,7 @@ export async function runUpgrade(
     }
   }
 
+  const quietTimeoutMs = (o.taskTimeout ?? TASK_TIMEOUT_S) * 1000;
   const sessions = nodeSessions(all);
   const connect = sessions.connect;
   const visible = deps.tty && !o.json;
@@ -206,6 +223,7 @@ export async function runUpgrade(
   const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
   try {
     const ctx: UpgradeContext = {
+      services: all.catalog.provides,
       inventory: all.loaded.inventory,
       inventoryFile: all.inventoryFile,
       plan,
@@ -216,10 +234,16 @@ export async function runUpgrade(
       targetRendered: next.rendered,
       connect,
       secret: (name) => all.secrets?.services.get(name),
-      cloud: cloudClient({ connect, plan: currentDeploy, credentials }),
+      cloud: cloudClient({
+        connect,
+        plan: currentDeploy,
+        credentials,
+        containers: clientContainers(all.catalog.provides),
+      }),
       targetWork: (node, container) => targetWorks.get(`${node}/${container}`),
       currentWork: (node, container) => currentWorks.get(`${node}/${container}`),
-      oneOff: oneOffRunner({ cloud: targetDeploy.cloud, run: journal.run, connect, now, sleep }),
+      oneOff: oneOffRunner({ cloud: targetDeploy.cloud, run: journal.run, connect, now, sleep, quietTimeoutMs }),
+      quietTimeoutMs,
       emit,
       now,
       sleep,
@@ -229,7 +253,7 @@ export async function runUpgrade(
     };
     const runner: StepRunner = (tasks, n) => runWithProgress(tasks, n, visible);
     const report = await runSteps(ctx, {
-      handlers: { ...PRECHECK_HANDLERS, hook: hookHandler, ...NODE_HANDLERS },
+      handlers: { ...NODE_HANDLERS, 'cluster-check': clusterCheck, ...PRECHECK_HANDLERS, hook: hookHandler },
       journal,
       mode,
       runner,
@@ -249,54 +273,67 @@ export async function runUpgrade(
   }
 }
 
-/** The end-of-run report: phase durations, the pause, failures with hints and logs, backups. */
-export function formatUpgradeReport(r: UpgradeReport, command: string): string {
-  let s = '\nPHASES\n';
-  for (const p of r.phases) {
-    if (p.state === 'not-run') continue;
-    s += `  ${p.id.padEnd(40)} ${p.state.padEnd(8)} ${p.ms ? `${(p.ms / 1000).toFixed(1)} s` : ''}\n`;
-  }
-  for (const f of r.failures) {
-    s += `FAILED ${f.phase} ${f.action} ${f.subject}: ${f.code}: ${f.message}\n`;
-    if (f.hint) s += `  hint: ${f.hint}\n`;
-    if (f.log) s += `  last log lines:\n${f.log.replace(/^/gm, '    | ')}\n`;
-  }
-  for (const n of r.notSwapped) s += `not upgraded: ${n.node} (${n.phase}): ${n.reason}\n`;
-  if (r.budget) {
-    s +=
-      `failure budget: ${r.budget.failedNodes.length}/${r.budget.batchNodes} batch node(s) failed ` +
-      `(${r.budget.failedNodes.join(', ')}), allowed ${r.budget.maxFailPercent}%: ` +
-      `${r.budget.exceeded ? 'exceeded, the remaining batches were not run' : 'within budget'}\n`;
-  }
-  for (const b of r.backups) s += `backup: ${b}\n`;
-  const took = `${(r.ms / 1000).toFixed(1)} s; run ${r.run}`;
-  if (r.outcome === RunOutcome.PAUSED && r.pause) {
-    s += `upgrade to ${r.target} PAUSED before ${r.pause.phase}: ${r.pause.reason} (${took})\n`;
-    s += `  run '${command} --continue' to go on\n`;
-  } else if (r.outcome === RunOutcome.FAILED && r.refused) {
-    s += `upgrade to ${r.target} REFUSED by the prechecks, nothing was changed (${took})\n  fix the cause above, then run the upgrade again\n`;
-  } else if (r.outcome === RunOutcome.FAILED) {
-    s += `upgrade to ${r.target} FAILED (${took})\n  fix the cause above, then run '${command} --resume'\n`;
-  } else {
-    s += `upgrade to ${r.target} done in ${took}; cloud.release is now ${r.target}\n`;
-  }
-  return s;
+/**
+ * An upgrade run whose every phase was done writes the target into the inventory, then closes
+ * itself; a kill between the two leaves it open with the inventory already naming its target.
+ * Such a run is closed here (it had finished), so the next upgrade or deploy is not refused.
+ * Returns true when it closed one.
+ */
+function closeFinished(open: Replay, all: Loaded, journalFile: string, deps: UpgradeCliDeps, o: UpgradeOpts): boolean {
+  if (open.command !== 'upgrade' || !open.run || open.ended || open.target !== all.release.name) return false;
+  JournalFile.close(journalFile, open.run, true);
+  if (!o.json)
+    deps.write(
+      `upgrade run ${open.run} to ${open.target} had finished (cloud.release already names ${open.target}) ` +
+        'but was stopped before it closed its journal: closed now\n',
+    );
+  return true;
 }
 
 /** Register `stackctl upgrade`. */
 export function registerUpgrade(program: Command): void {
-  inventoryOptions(program.command('upgrade'))
+  const cmd = inventoryOptions(program.command('upgrade'))
     .description('upgrade the cloud to a release manifest: an update (new tags) or a newer OpenStack release')
-    .requiredOption('--to <release>', 'target release manifest (images/releases/<release>.yaml)')
-    .option('--plan', 'print the phases and act on nothing')
-    .option('--batch <n>', "computes upgraded at once (default: the role's update_serial)")
-    .option('--pause-at <point>', `stop and wait for --continue: ${Object.values(PauseAt).join(', ')} (default never)`)
-    .option('--max-fail-percent <p>', 'failure budget of the compute batches, percent of their nodes (default 0)')
+    .requiredOption('--to <release>', 'target release manifest (images/releases/<release>.yaml)');
+  dryRunOption(cmd, 'print the phases and act on nothing');
+  maxFailPercentOption(
+    cmd,
+    "failure budget of the compute batches, percent of their nodes (not given: the open run's, else 0)",
+  );
+  cmd
+    .addOption(
+      numberOption('--batch <n>', "computes upgraded at once (default: the role's update_serial)", {
+        min: 1,
+        max: 10_000,
+      }),
+    )
+    .addOption(
+      choiceOption(
+        '--pause-at <point>',
+        "stop there and wait for --continue (not given: the open run's, else never)",
+        Object.values(PauseAt),
+      ),
+    )
     .option('--canary', 'upgrade one compute first, then pause')
     .option('--fast-forward', "a target that skips releases: each API down for its window, computes inside Nova's")
-    .option('--check-images [registry]', "with --plan: ask the registry (default: the plan's) for every target image")
+    .option(
+      '--check-images [registry]',
+      "with --dry-run: ask the registry (default: the plan's) for every target image",
+    )
     .option('--resume', 'go on with the open run after a failure or a crash (actions done are not done again)')
     .option('--continue', 'go on with the open run past the pause it stopped at')
+    .addOption(
+      secondsOption(
+        '--task-timeout',
+        'a migration or check that writes nothing to its log for this long is reported stuck and left running',
+        { min: 10, max: RANGE.seconds.max },
+        TASK_TIMEOUT_S,
+      ),
+    )
     .option('--json', 'stable JSON for tools')
-    .action(async (opts: UpgradeOpts) => void (await runUpgrade(opts)));
+    // a dry run acts on nothing: it runs beside a run in progress
+    .action(
+      async (opts: UpgradeOpts) =>
+        void (await (opts.dryRun ? runUpgrade(opts) : withRunLock(opts.inventory, () => runUpgrade(opts)))),
+    );
 }

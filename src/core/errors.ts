@@ -34,6 +34,8 @@ export const ExitCode = {
   TIMEOUT: 6,
   /** Authentication against a BMC or node failed. */
   AUTH: 7,
+  /** Another stackctl run holds the inventory's run lock; nothing was done. */
+  LOCKED: 11,
 } as const;
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
 

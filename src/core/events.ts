@@ -28,15 +28,6 @@ export type StackctlEvent =
   | { readonly kind: 'vbmc.started'; readonly node: string; readonly address: string }
   | { readonly kind: 'vbmc.stopped'; readonly node: string }
   | {
-      readonly kind: 'deploy.step';
-      readonly step: number;
-      readonly title: string;
-      readonly phase: 'start' | 'end';
-      readonly nodes: number;
-      readonly failed: number;
-      readonly ms: number;
-    }
-  | {
       readonly kind: 'deploy.change';
       readonly step: number;
       readonly node: string;
@@ -50,8 +41,9 @@ export type StackctlEvent =
       readonly ms: number;
     }
   | {
-      readonly kind: 'deploy.failure';
-      readonly step: number;
+      /** A failed action of a deploy or upgrade run, with its class. */
+      readonly kind: 'run.failure';
+      readonly phase: string;
       readonly path: string;
       readonly code: string;
       readonly message: string;
@@ -69,6 +61,17 @@ export type StackctlEvent =
   | { readonly kind: 'pxe.agent-report'; readonly node: string; readonly endpoint: string }
   | { readonly kind: 'pxe.unknown-mac'; readonly mac: string; readonly path: string }
   | { readonly kind: 'pxe.agent-command'; readonly node: string; readonly command: string }
+  | {
+      /** The boot server refused a node's boot script or agent call: wrong client address, or asked twice. */
+      readonly kind: 'pxe.refused';
+      readonly node: string;
+      readonly mac: string;
+      /** The address the request came from. */
+      readonly client: string;
+      /** `boot script` or the agent endpoint (command, heartbeat, result, introspection). */
+      readonly asked: string;
+      readonly reason: string;
+    }
   | {
       readonly kind: 'provision.phase';
       readonly node: string;
@@ -89,18 +92,18 @@ export type StackctlEvent =
       readonly reason: string;
     }
   | {
-      /** An upgrade phase started, ended, was skipped (done by an earlier run) or paused before. */
-      readonly kind: 'upgrade.phase';
+      /** A phase of a deploy or upgrade run started, ended, was skipped (done by an earlier run) or paused before. */
+      readonly kind: 'run.phase';
       readonly phase: string;
       readonly title: string;
       readonly state: 'start' | 'done' | 'failed' | 'skipped' | 'paused';
       readonly ms: number;
     }
   | {
-      /** One action of an upgrade step: its outcome and a short detail. */
-      readonly kind: 'upgrade.action';
+      /** One action of a deploy or upgrade step: its outcome and a short detail. */
+      readonly kind: 'run.action';
       readonly phase: string;
-      /** The action's kind (swap, drain, migrate, check-galera, hook...). */
+      /** The action's kind (ensure, drain, migrate, check-clusters, hook...). */
       readonly action: string;
       /** Node, service or hook it concerned. */
       readonly subject: string;
@@ -117,6 +120,19 @@ export type StackctlEvent =
       readonly to: string;
       readonly state: 'started' | 'completed' | 'failed' | 'timeout';
       readonly ms: number;
+    }
+  | {
+      /** The run lock was taken over from a run that had died (src/core/lock.ts). */
+      readonly kind: 'lock.taken-over';
+      /** The lock file. */
+      readonly lock: string;
+      /** The dead holder: pid, host, command line (no secrets) and since when. */
+      readonly pid: number;
+      readonly host: string;
+      readonly command: string;
+      readonly since: string;
+      /** Why it counts as dead. */
+      readonly reason: string;
     };
 
 export type EventKind = StackctlEvent['kind'];
@@ -132,29 +148,28 @@ export const EVENT_FORMAT: { readonly [K in EventKind]: (e: Extract<StackctlEven
   'node.failed': (e) => `${e.node}: ${e.action} failed: ${e.code}: ${e.message}`,
   'vbmc.started': (e) => `${e.node}: virtual BMC at ${e.address}`,
   'vbmc.stopped': (e) => `${e.node}: virtual BMC stopped`,
-  'deploy.step': (e) =>
-    e.phase === 'start'
-      ? `step ${e.step} (${e.title}): ${e.nodes} node(s)`
-      : `step ${e.step} done in ${(e.ms / 1000).toFixed(1)} s: ${e.nodes - e.failed} ok, ${e.failed} failed`,
   'deploy.change': (e) =>
-    `step ${e.step} ${e.node}: ${e.object} ${e.name} ${e.action}${e.detail ? ` (${e.detail})` : ''}` +
+    `${e.step ? `step ${e.step} ` : ''}${e.node}: ${e.object} ${e.name} ${e.action}${e.detail ? ` (${e.detail})` : ''}` +
     (e.ms ? ` ${(e.ms / 1000).toFixed(1)} s` : ''),
-  'deploy.failure': (e) => `step ${e.step} ${e.path}: ${e.class}: ${e.code}: ${e.message}`,
+  'run.failure': (e) => `${e.path}: ${e.class}: ${e.code}: ${e.message}`,
   'node.state': (e) => `${e.node}: ${e.from} --${e.event}--> ${e.to}`,
   'pxe.token-rejected': (e) => `${e.node}: agent call to ${e.endpoint} refused: ${e.reason}`,
   'pxe.agent-report': (e) => `${e.node}: agent reported ${e.endpoint}`,
   'pxe.unknown-mac': (e) => `boot script asked for unknown MAC ${e.mac} (${e.path})`,
   'pxe.agent-command': (e) => `${e.node}: agent called in, command ${e.command}`,
+  'pxe.refused': (e) => `${e.node} (MAC ${e.mac}): refused the ${e.asked} to ${e.client}: ${e.reason}`,
   'provision.phase': (e) => `${e.node}: ${e.phase} ${(e.ms / 1000).toFixed(1)} s`,
   'provision.done': (e) =>
     `${e.node}: ${e.action} ${e.ok ? 'done' : `failed: ${e.reason}`} in ${(e.ms / 1000).toFixed(1)} s, ` +
     `${(e.bytes / 1048576).toFixed(1)} MiB served`,
-  'upgrade.phase': (e) =>
+  'run.phase': (e) =>
     `${e.phase} (${e.title}): ${e.state}` +
     (e.state === 'done' || e.state === 'failed' ? ` in ${(e.ms / 1000).toFixed(1)} s` : ''),
-  'upgrade.action': (e) =>
+  'run.action': (e) =>
     `${e.phase} ${e.action} ${e.subject}: ${e.state}${e.detail ? ` (${e.detail})` : ''}` +
     (e.ms ? ` ${(e.ms / 1000).toFixed(1)} s` : ''),
+  'lock.taken-over': (e) =>
+    `took over the run lock ${e.lock} left by '${e.command}' (pid ${e.pid} on host ${e.host}, since ${e.since}): ${e.reason}`,
   'upgrade.migration': (e) =>
     `server ${e.server} ${e.from} -> ${e.to || '?'}: ${e.state}` + (e.ms ? ` ${(e.ms / 1000).toFixed(1)} s` : ''),
 };

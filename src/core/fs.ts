@@ -1,26 +1,106 @@
-import { closeSync, fsyncSync, openSync, readFileSync, renameSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  fsyncSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  statSync,
+  unlinkSync,
+  writeSync,
+  type Stats,
+} from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { IoError, InputError } from './errors.js';
 
-/** Read a text file, refusing files larger than `maxBytes` (a guard against mistaken or hostile input). */
-export function readTextFile(file: string, maxBytes: number): string {
-  let size: number;
+/** What a file that is not a regular file is, in words. */
+function fileKind(st: Stats): string {
+  if (st.isFIFO()) return 'a FIFO (named pipe)';
+  if (st.isCharacterDevice()) return 'a character device';
+  if (st.isBlockDevice()) return 'a block device';
+  if (st.isDirectory()) return 'a directory';
+  if (st.isSocket()) return 'a socket';
+  return 'not a regular file';
+}
+
+function readError(file: string, err: unknown): IoError {
+  return new IoError('E_FILE_READ', `cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? 'error'}`, {
+    hint: 'Check the path given with -i/--inventory (or --secrets).',
+    cause: err,
+    location: { file },
+  });
+}
+
+function notRegular(file: string, st: Stats): IoError {
+  return new IoError('E_FILE_TYPE', `${file} is ${fileKind(st)}, not a regular file`, {
+    hint: 'Give the path of a regular file: stackctl does not read inventories, secrets or state from pipes or devices.',
+    location: { file },
+  });
+}
+
+/**
+ * Stat a file that must be a regular file; throws E_FILE_READ when it cannot
+ * be read and E_FILE_TYPE for a FIFO, device, directory or socket (reading a
+ * FIFO would wait for a writer forever).
+ */
+export function regularFile(file: string): Stats {
+  let st: Stats;
   try {
-    size = statSync(file).size;
+    st = statSync(file);
   } catch (err) {
-    throw new IoError('E_FILE_READ', `cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? 'error'}`, {
-      hint: 'Check the path given with -i/--inventory (or --secrets).',
-      cause: err,
-      location: { file },
-    });
+    throw readError(file, err);
   }
-  if (size > maxBytes) {
-    throw new InputError('E_FILE_TOO_LARGE', `${file} is ${size} bytes, more than the limit of ${maxBytes} bytes`, {
-      hint: 'Inventories this large are almost certainly a mistake; split the file or check what was written into it.',
-      location: { file },
-    });
+  if (!st.isFile()) throw notRegular(file, st);
+  return st;
+}
+
+/**
+ * Read a text file, refusing files larger than `maxBytes` (a guard against
+ * mistaken or hostile input) and anything but a regular file. The type is
+ * checked before the file is opened (opening some devices has effects) and
+ * again on the open descriptor, which is opened non-blocking, so a file
+ * swapped for a FIFO in between cannot hang the read either.
+ */
+export function readTextFile(file: string, maxBytes: number): string {
+  regularFile(file);
+  let fd: number;
+  try {
+    fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
+  } catch (err) {
+    throw readError(file, err);
   }
-  return readFileSync(file, 'utf8');
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile()) throw notRegular(file, st);
+    if (st.size > maxBytes) {
+      throw new InputError(
+        'E_FILE_TOO_LARGE',
+        `${file} is ${st.size} bytes, more than the limit of ${maxBytes} bytes`,
+        {
+          hint: 'Inventories this large are almost certainly a mistake; split the file or check what was written into it.',
+          location: { file },
+        },
+      );
+    }
+    try {
+      return readFileSync(fd, 'utf8');
+    } catch (err) {
+      throw readError(file, err);
+    }
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** readTextFile, or undefined when the file does not exist. */
+export function readTextFileIfExists(file: string, maxBytes: number): string | undefined {
+  try {
+    return readTextFile(file, maxBytes);
+  } catch (e) {
+    if (e instanceof IoError && (e.cause as NodeJS.ErrnoException | undefined)?.code === 'ENOENT') return undefined;
+    throw e;
+  }
 }
 
 /**

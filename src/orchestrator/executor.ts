@@ -1,35 +1,45 @@
 /**
- * The deploy executor: performs a DeployPlan on real nodes.
+ * `deploy` on the converge engine: observe what the nodes run, turn the
+ * difference with the deploy plan into phases (converge.ts), run them
+ * (engine.ts). The dry run observes the same way and prints the same phases.
  *
- * - Steps are barriers: step N+1 starts when every node finished step N.
- * - Within a step, nodes run in parallel under a concurrency limit, in two
- *   phases: observe + pull on every node first (so a missing image fails the
- *   step before any container of it was stopped), then apply.
- * - A role's failed share of nodes is checked against the failure budget
- *   after each phase; exceeding it aborts the deploy.
- * - Every side effect is journaled before and after; the real state (labels,
- *   file hashes, markers) decides what to do, so re-runs and `--resume` do
- *   only what is left.
- * - Run-once work (databases, bootstrap tasks) runs after the step's node
- *   work on the service's bootstrap node, once per input hash.
+ * - Observation reads every node in parallel (containers and their labels,
+ *   config files' sha256, images present, run-once markers) and changes
+ *   nothing. A node that cannot be read fails alone (retryable) and counts
+ *   against its role's failure budget.
+ * - Every side effect is journaled; the real state decides what to do, so
+ *   re-runs and `--resume` do only what is left.
  */
-import { RemoteError, StackctlError, TimeoutError, messageOf } from '../core/errors.js';
 import type { StackctlEvent } from '../core/events.js';
 import { mapLimit } from '../core/concurrency.js';
 import type { Secret } from '../core/secret.js';
-import type { ContainerEngine, ExecOptions, ExecResult, RemoteCommand } from '../remote/index.js';
-import type { UploadOptions, UploadSource } from '../remote/index.js';
-import { logTail as containerLogTail, waitHealthy as waitContainerHealthy } from './health.js';
-import { hostSummary, prepareHost, type HostChange } from './host.js';
-import { identityHash, runIdentityWork } from './identity.js';
-import { EffectKind, effectKey, type Effect, type JournalSink } from './journal.js';
-import { FailureClass, failureOf, rolesOverBudget, tallyRoles, type Failure, type RoleTally } from './failures.js';
-import type { ContainerWork, DeployPlan, DeployStep, NodeWork, RunOnceWork } from './planner.js';
+import type { ContainerWork, DeployPlan } from './planner.js';
+import type { EngineContext, NodeAccess } from './context.js';
+import {
+  planConverge,
+  predictions,
+  runOnceKey,
+  type ConvergeCatalog,
+  type ConvergePlan,
+  type Observation,
+  type Prediction,
+} from './converge.js';
+import {
+  exceeds,
+  plainRunner,
+  runPhases,
+  type GroupTally,
+  type Handler,
+  type RunFailure,
+  type StepRunner,
+} from './engine.js';
+import { FailureClass, failureOf, type Failure, type RoleTally } from './failures.js';
+import { NODE_SUBJECTS } from './format.js';
+import { NODE_HANDLERS, markerOf, oneOffRunner, workHash } from './handlers.js';
+import { RunMode, type Effect, type JournalSink } from './journal.js';
+import type { NodeAction } from './model.js';
 import {
   ContainerAction,
-  MARKER_DIR,
-  LABEL,
-  containerSpec,
   diffConfig,
   diffContainer,
   parseSha256sum,
@@ -37,60 +47,20 @@ import {
   type ContainerDiff,
 } from './state.js';
 
-/** Tuning of the executor. */
+export type { NodeAccess } from './context.js';
+export type { Prediction } from './converge.js';
+export { plainRunner, type StepRunner, type StepTask } from './engine.js';
+
+/** Tuning of the deploy. */
 export const EXECUTOR_DEFAULTS = {
   concurrency: 8,
-  /** Percent of a role's nodes that may fail in a step before the deploy aborts (exceeds = abort). */
+  /** Percent of a role's nodes that may fail before the deploy aborts (exceeds = abort). */
   failureBudgetPercent: 0,
-  /** Lines of a failed container's log carried in the report. */
-  logLines: 50,
-  /** Seconds a container gets to stop before it is killed. */
-  stopTimeoutS: 10,
-  /** Poll interval while waiting for health or a task. */
-  pollMs: 500,
-  /** Deadline of a run-once task container. */
-  taskTimeoutMs: 10 * 60_000,
-  /** How long a service that is healthy on its node gets to answer through HAProxy's VIP. */
-  frontendTimeoutMs: 90_000,
   /** Deadline of SSH commands that only read state. */
   commandTimeoutMs: 30_000,
 } as const;
 
-/**
- * How databases are created: in the database server's container, through the
- * client config the plan rendered for it (root password inside, 0600), with
- * the SQL on stdin, so no password is ever in an argv.
- */
-export const DATABASE_SERVER = {
-  container: 'mariadb',
-  /** The rendered client.cnf as the container sees it (roles/services/mariadb.yaml mounts /etc/stackctl/mariadb there). */
-  clientConfig: '/etc/mysql/mariadb.conf.d/stackctl/client.cnf',
-  client: 'mariadb',
-} as const;
-
-/** What the executor needs of a node (the `Remote` facade fits). */
-export interface NodeAccess {
-  readonly node: string;
-  exec(command: RemoteCommand, opts: ExecOptions): Promise<ExecResult>;
-  readonly files: { upload(source: UploadSource, dest: string, opts?: UploadOptions): Promise<number> };
-  readonly docker: ContainerEngine;
-}
-
-/** One unit of per-node work, as a progress line. */
-export interface StepTask {
-  readonly title: string;
-  run(): Promise<string>;
-}
-
-/** Runs a phase's per-node tasks with at most `concurrency` at once; must not throw. */
-export type StepRunner = (tasks: readonly StepTask[], concurrency: number) => Promise<void>;
-
-/** The default runner: no display. */
-export const plainRunner: StepRunner = async (tasks, concurrency) => {
-  await mapLimit(tasks, concurrency, (t) => t.run().catch(() => ''));
-};
-
-/** Side effects of the executor (CONVENTIONS.md 8). */
+/** Side effects of the deploy (CONVENTIONS.md 8). */
 export interface ExecutorDeps {
   /** A node's shell, files and Docker engine (one SSH connection). */
   readonly connect: (node: string) => NodeAccess;
@@ -98,11 +68,18 @@ export interface ExecutorDeps {
   readonly rendered: ReadonlyMap<string, ReadonlyMap<string, string>>;
   readonly journal: JournalSink;
   readonly emit: (e: StackctlEvent) => void;
+  /** What the converge planner reads of roles and services. */
+  readonly catalog: ConvergeCatalog;
+  /** The cluster-check action's handler (src/status/cluster-check.ts: it asks what status asks). */
+  readonly clusterCheck: Handler<Extract<NodeAction, { kind: 'cluster-check' }>, EngineContext>;
   /** Service secrets by name (database passwords). */
   readonly secret?: (name: string) => Secret | undefined;
   readonly runner?: StepRunner;
   readonly now?: () => number;
   readonly sleep?: (ms: number) => Promise<void>;
+  readonly signal?: AbortSignal;
+  /** How long a run-once task may go without a new log line before it is reported stuck. */
+  readonly quietTimeoutMs?: number;
 }
 
 /** Options of a deploy. */
@@ -120,125 +97,150 @@ export interface DeployReport {
   /** Side effects performed (not counting ones found already in place). */
   readonly changes: number;
   readonly failures: Failure[];
-  /** Set when the failure budget stopped the deploy (`host`: in the host preparation, before step 1). */
-  readonly aborted?: { readonly step: number; readonly roles: RoleTally[]; readonly host?: true };
+  /**
+   * Set when the deploy stopped early: the failure budget exceeded (`roles`), in the host
+   * preparation or the observation (`host`: before step 1), or a phase that stops at its first
+   * failure (a rolling restart, run-once work) failed (`reason`).
+   */
+  readonly aborted?: {
+    readonly step: number;
+    readonly roles: RoleTally[];
+    readonly host?: true;
+    /** Before step 1: nodes whose state could not be read exceed the budget. */
+    readonly observe?: true;
+    readonly reason?: string;
+  };
+  /** The services whose APIs this deploy took down, and why (a service on one node, or not rolling). */
+  readonly outages: ConvergePlan['outages'];
 }
 
-/** One line of a dry run or of observed state. */
-export interface Prediction {
-  readonly step: number;
-  readonly node: string;
-  readonly object: 'host' | 'container' | 'config' | RunOnceWork['kind'];
-  readonly name: string;
-  /** create, recreate, start, unchanged, upload, run, done */
-  readonly action: string;
-  readonly detail: string;
-}
-
-/** A node's state against its work in one step. */
-interface Observed {
-  readonly containers: ContainerDiff[];
-  readonly configs: ConfigDiff[];
-}
-
-/** Container names of run-once task containers. */
-const taskContainerName = (w: Extract<RunOnceWork, { kind: 'task' }>): string => `stackctl-${w.service}-${w.name}`;
-const markerFile = (w: RunOnceWork): string => `${MARKER_DIR}/${w.service}.${w.kind}.${w.name}`;
-
-/** Read a node's state for the work of one step. */
-export async function observe(access: NodeAccess, work: NodeWork): Promise<Observed> {
+/** Read a node's state for every item of the plan on it; changes nothing. */
+async function observeNode(
+  plan: DeployPlan,
+  node: string,
+  access: NodeAccess,
+  secret: (name: string) => Secret | undefined,
+): Promise<{
+  containers: ContainerDiff[];
+  configs: ConfigDiff[];
+  images: [string, boolean][];
+  done: string[];
+  unwell: [string, string][];
+}> {
+  const works: ContainerWork[] = [];
+  const configs = [];
+  const taskImages: string[] = [];
+  for (const st of plan.steps)
+    for (const n of st.nodes)
+      if (n.node === node) {
+        works.push(...n.containers);
+        configs.push(...n.configs);
+        taskImages.push(...n.images);
+      }
   const containers: ContainerDiff[] = [];
-  for (const c of work.containers) containers.push(diffContainer(c, await access.docker.inspectContainer(c.name)));
+  const unwell: [string, string][] = [];
+  for (const w of works) {
+    const info = await access.docker.inspectContainer(w.name);
+    const d = diffContainer(w, info);
+    containers.push(d);
+    if (d.action === ContainerAction.UNCHANGED && info) {
+      if (info.state.status === 'restarting') unwell.push([w.name, `restarting (${info.restartCount} restart(s))`]);
+      else if (info.state.health === 'unhealthy') unwell.push([w.name, 'health check failing']);
+    }
+  }
   let sums = new Map<string, string>();
-  if (work.configs.length) {
-    const r = await access.exec(['sha256sum', '--', ...work.configs.map((c) => c.dest)], {
+  if (configs.length) {
+    const r = await access.exec(['sha256sum', '--', ...configs.map((c) => c.dest)], {
       timeoutMs: EXECUTOR_DEFAULTS.commandTimeoutMs,
     });
     sums = parseSha256sum(r.stdout); // missing files only go to stderr
   }
-  return { containers, configs: work.configs.map((c) => diffConfig(c, sums.get(c.dest))) };
+  const images: [string, boolean][] = [];
+  for (const image of new Set([...works.map((w) => w.image), ...taskImages]))
+    images.push([image, await access.docker.imageExists(image)]);
+  const done: string[] = [];
+  for (const st of plan.steps)
+    for (const w of st.runOnce)
+      if (w.node === node && (await markerOf(access, w)) === workHash(w, secret)) done.push(runOnceKey(w));
+  return { containers, configs: configs.map((c) => diffConfig(c, sums.get(c.dest))), images, done, unwell };
 }
 
-/** The hash a run-once work records when done (a registration's includes its password's digest). */
-function workHash(w: RunOnceWork, secret: ExecutorDeps['secret']): string {
-  return w.kind === 'register' ? identityHash(w, (n) => secret?.(n)) : w.hash;
-}
-
-/** The journal's effect kind of each kind of run-once work. */
-const WORK_EFFECT: Readonly<Record<RunOnceWork['kind'], EffectKind>> = {
-  task: EffectKind.TASK,
-  database: EffectKind.DATABASE,
-  register: EffectKind.REGISTER,
-  resources: EffectKind.REGISTER,
-};
-
-/** The input hash recorded on the node for run-once work, if any. */
-async function markerOf(access: NodeAccess, w: RunOnceWork): Promise<string | undefined> {
-  const r = await access.exec(['cat', markerFile(w)], { timeoutMs: EXECUTOR_DEFAULTS.commandTimeoutMs });
-  return r.code === 0 ? r.stdout.trim() : undefined;
+/** Look at every node of the plan (at most `concurrency` at once); a node that cannot be read is noted. */
+export async function observe(
+  plan: DeployPlan,
+  deps: Pick<ExecutorDeps, 'connect' | 'secret'>,
+  concurrency: number = EXECUTOR_DEFAULTS.concurrency,
+): Promise<Observation> {
+  const nodes = [
+    ...new Set([
+      ...plan.steps.flatMap((st) => st.nodes.map((n) => n.node)),
+      ...plan.steps.flatMap((st) => st.runOnce.map((w) => w.node)),
+    ]),
+  ];
+  const containers = new Map<string, ContainerDiff>();
+  const configs = new Map<string, ConfigDiff>();
+  const images = new Map<string, boolean>();
+  const done = new Set<string>();
+  const unreachable = new Map<string, unknown>();
+  const unwell = new Map<string, string>();
+  const secret = deps.secret ?? (() => undefined);
+  await mapLimit(nodes, concurrency, async (node) => {
+    try {
+      const o = await observeNode(plan, node, deps.connect(node), secret);
+      for (const c of o.containers) containers.set(`${node}/${c.work.name}`, c);
+      for (const c of o.configs) configs.set(`${node}/${c.work.dest}`, c);
+      for (const [i, present] of o.images) images.set(`${node}/${i}`, present);
+      for (const k of o.done) done.add(k);
+      for (const [c, why] of o.unwell) unwell.set(`${node}/${c}`, why);
+    } catch (err) {
+      unreachable.set(node, err);
+    }
+  });
+  return { containers, configs, images, done, unreachable, unwell };
 }
 
 /** What a deploy would do, from real state; no side effects. */
-export async function predict(plan: DeployPlan, deps: Pick<ExecutorDeps, 'connect' | 'secret'>): Promise<Prediction[]> {
-  const out: Prediction[] = [];
-  for (const st of plan.steps) {
-    for (const nw of st.nodes) {
-      // host preparation is checked and done in one go by the deploy: listed, not predicted item by item
-      for (const h of nw.host)
-        out.push({
-          step: st.step,
-          node: nw.node,
-          object: 'host',
-          name: h.service,
-          action: 'check',
-          detail: hostSummary(h),
-        });
-      const o = await observe(deps.connect(nw.node), nw);
-      for (const c of o.configs)
-        out.push({
-          step: st.step,
-          node: nw.node,
-          object: 'config',
-          name: c.work.dest,
-          action: c.action,
-          detail: c.detail,
-        });
-      for (const c of o.containers)
-        out.push({
-          step: st.step,
-          node: nw.node,
-          object: 'container',
-          name: c.work.name,
-          action: c.action,
-          detail: c.changed.join(', '),
-        });
-    }
-    for (const w of st.runOnce) {
-      const done = (await markerOf(deps.connect(w.node), w)) === workHash(w, deps.secret);
-      out.push({
-        step: st.step,
-        node: w.node,
-        object: w.kind,
-        name: `${w.service}/${w.name}`,
-        action: done ? 'done' : 'run',
-        detail: '',
-      });
-    }
-  }
-  return out;
+export async function predict(
+  plan: DeployPlan,
+  deps: Pick<ExecutorDeps, 'connect' | 'secret' | 'catalog'>,
+  concurrency?: number,
+): Promise<{ rows: Prediction[]; plan: ConvergePlan; unreachable: ReadonlyMap<string, unknown> }> {
+  const obs = await observe(plan, deps, concurrency);
+  return { rows: predictions(plan, obs), plan: planConverge(plan, obs, deps.catalog), unreachable: obs.unreachable };
 }
 
-/** The registry part of an image reference (`host:port` before the first slash), or Docker Hub. */
-function registryOf(image: string): string {
-  const first = image.split('/')[0]!;
-  return image.includes('/') && /[.:]/.test(first) ? first : 'docker.io';
-}
-
-/** Internal: a failure already classified, thrown to unwind a node's work. */
-class ClassifiedFailure extends Error {
-  constructor(readonly failure: Failure) {
-    super(failure.message);
-  }
+/** The deploy as an engine context: the plan converged to is the plan the cloud runs. */
+function contextOf(plan: DeployPlan, deps: ExecutorDeps, journalRun: string): EngineContext {
+  const now = deps.now ?? Date.now;
+  const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
+  const works = new Map(
+    plan.steps.flatMap((st) => st.nodes.flatMap((n) => n.containers.map((c) => [`${c.node}/${c.name}`, c]))),
+  );
+  return {
+    services: deps.catalog.provides,
+    currentDeploy: plan,
+    targetDeploy: plan,
+    targetRendered: deps.rendered,
+    connect: deps.connect,
+    secret: (n) => deps.secret?.(n),
+    targetWork: (node, c) => works.get(`${node}/${c}`),
+    currentWork: (node, c) => works.get(`${node}/${c}`),
+    oneOff: oneOffRunner({
+      cloud: plan.cloud,
+      run: journalRun,
+      connect: deps.connect,
+      now,
+      sleep,
+      ...(deps.quietTimeoutMs ? { quietTimeoutMs: deps.quietTimeoutMs } : {}),
+    }),
+    ...(deps.quietTimeoutMs ? { quietTimeoutMs: deps.quietTimeoutMs } : {}),
+    emit: deps.emit,
+    now,
+    sleep,
+    ...(deps.signal ? { signal: deps.signal } : {}),
+    run: journalRun,
+    backups: new Map(),
+  };
 }
 
 /** Perform the deploy. Never throws for node failures: they are in the report. */
@@ -248,593 +250,179 @@ export async function executeDeploy(
   opts: ExecutorOptions = {},
 ): Promise<DeployReport> {
   const now = deps.now ?? Date.now;
-  const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
-  const runner = deps.runner ?? plainRunner;
   const concurrency = opts.concurrency ?? EXECUTOR_DEFAULTS.concurrency;
   const budget = opts.failureBudgetPercent ?? EXECUTOR_DEFAULTS.failureBudgetPercent;
   const { journal, emit } = deps;
   const t0 = now();
-  const failures: Failure[] = [];
-  const steps: DeployReport['steps'] = [];
-  const deadNodes = new Set<string>(); // failed in an earlier step (within the budget): skipped afterwards
-  const pending = new Map(journal.previous.pending.map((e) => [effectKey(e), e]));
-  let changes = 0;
-  let aborted: DeployReport['aborted'];
+  const roleOf = new Map(plan.steps.flatMap((st) => st.nodes.map((n) => [n.node, n.role] as const)));
 
-  const fail = (f: Failure): void => {
-    failures.push(f);
-    emit({ kind: 'deploy.failure', step: f.step, path: f.path, code: f.code, message: f.message, class: f.class });
-  };
-
-  /** Record an effect found already in place when a killed run had only announced it. */
-  const verifyPending = (e: Effect): void => {
-    const k = effectKey(e);
-    if (!pending.has(k)) return;
-    pending.delete(k);
-    journal.record('done', e, true);
-  };
-
-  /** Journal around one side effect. */
-  const effect = async <T>(e: Effect, act: () => Promise<T>): Promise<T> => {
-    pending.delete(effectKey(e));
-    journal.record('intent', e);
-    try {
-      const r = await act();
-      journal.record('done', e);
-      changes++;
-      return r;
-    } catch (err) {
-      journal.record('failed', e);
-      throw err;
-    }
-  };
-
-  const change = (step: number, node: string, object: string, name: string, action: string, detail = '', ms = 0) =>
-    emit({ kind: 'deploy.change', step, node, object, name, action, detail, ms });
-
-  const logTail = (docker: ContainerEngine, name: string): Promise<string> =>
-    containerLogTail(docker, name, EXECUTOR_DEFAULTS.logLines);
-  /** Right after our start: a restart since counts as a failure. */
-  const waitHealthy = (access: NodeAccess, w: ContainerWork): Promise<void> =>
-    waitContainerHealthy(access, w, {
-      now,
-      sleep,
-      pollMs: EXECUTOR_DEFAULTS.pollMs,
-      logLines: EXECUTOR_DEFAULTS.logLines,
-      restartsFail: true,
-    });
-
-  /** Wait until the service answers through HAProxy on the internal VIP (any status below 500). */
-  const waitFrontend = async (access: NodeAccess, w: ContainerWork, url: string): Promise<void> => {
-    const deadline = now() + EXECUTOR_DEFAULTS.frontendTimeoutMs;
-    let last = '';
-    for (;;) {
-      const r = await access.docker
-        .exec(w.name, ['curl', '-s', '-o', '/dev/null', '-m', '5', '-w', '%{http_code}', url], { timeoutMs: 10_000 })
-        .catch((e: unknown) => ({ code: -1, stdout: '', stderr: messageOf(e) }));
-      last = r.stdout.trim() || r.stderr.trim();
-      const status = Number(r.stdout.trim());
-      if (status >= 100 && status < 500) return;
-      if (now() > deadline) {
-        throw new TimeoutError(
-          'E_FRONTEND_TIMEOUT',
-          `${w.node}: ${w.name} is healthy but ${url} still answers '${last || 'nothing'}' through HAProxy after ${Math.round(EXECUTOR_DEFAULTS.frontendTimeoutMs / 1000)} s`,
-          { hint: 'Check the HAProxy frontend and backend of this service (docker logs haproxy) and the VIP.' },
-        );
-      }
-      await sleep(EXECUTOR_DEFAULTS.pollMs);
-    }
-  };
-
-  /**
-   * The node's OS, for every service of the deploy that declares a host preparation. It reads
-   * the node before it changes anything (modules, a file, host units), so a re-run or `--resume`
-   * finishes it without a journal entry of its own; its changes are events.
-   */
-  const prepareNodeHost = async (work: readonly { st: DeployStep; nw: NodeWork }[]): Promise<string> => {
-    let n = 0;
-    for (const { st, nw } of work) {
-      const access = deps.connect(nw.node);
-      for (const h of nw.host) {
-        const t = now();
-        let made: HostChange[];
-        try {
-          made = await prepareHost(access, h);
-        } catch (err) {
-          throw new ClassifiedFailure(
-            failureOf(
-              err,
-              { step: st.step, node: nw.node, path: `step ${st.step}/${nw.node}/host ${h.service}` },
-              FailureClass.RETRYABLE,
-            ),
-          );
-        }
-        n += made.length;
-        changes += made.length;
-        for (const c of made) change(st.step, nw.node, `host ${c.object}`, c.name, c.action, h.service, now() - t);
-        if (!made.length) change(st.step, nw.node, 'host', h.service, 'unchanged', hostSummary(h));
-      }
-    }
-    return n ? `${n} change(s)` : 'unchanged';
-  };
-
-  /** Phase A: observe and pull; nothing is stopped here. */
-  const prepareNode = async (st: DeployStep, nw: NodeWork): Promise<Observed> => {
-    const access = deps.connect(nw.node);
-    const o = await observe(access, nw);
-    for (const c of o.configs) if (c.action === 'unchanged') verifyPending(uploadEffect(c));
-    for (const c of o.containers) {
-      if (c.action === ContainerAction.UNCHANGED || c.action === ContainerAction.START)
-        verifyPending(containerEffect(EffectKind.CREATE, c.work));
-      if (c.action === ContainerAction.UNCHANGED) verifyPending(containerEffect(EffectKind.START, c.work));
-    }
-    const images = [
-      ...new Set([
-        ...o.containers
-          .filter((c) => c.action === ContainerAction.CREATE || c.action === ContainerAction.RECREATE)
-          .map((c) => c.work.image),
-        ...nw.images,
-      ]),
-    ];
-    for (const image of images) {
-      const e: Effect = { kind: EffectKind.PULL, node: nw.node, target: image, hash: image };
-      if (await access.docker.imageExists(image)) {
-        verifyPending(e);
-        continue;
-      }
-      const t = now();
-      try {
-        await effect(e, () => access.docker.pullImage(image));
-      } catch (err) {
-        throw new ClassifiedFailure(
-          failureOf(
-            new RemoteError(
-              'E_IMAGE_PULL',
-              `${nw.node}: cannot pull ${image} from registry ${registryOf(image)}: ${err instanceof Error ? err.message : String(err)}`,
-              {
-                hint: `Push it first (stackctl images push), and check that ${nw.node} reaches ${registryOf(image)}. Nothing was stopped.`,
-              },
-            ),
-            { step: st.step, node: nw.node, path: `step ${st.step}/${nw.node}/pull ${image}` },
-            FailureClass.RETRYABLE,
-          ),
-        );
-      }
-      change(st.step, nw.node, 'image', image, 'pulled', registryOf(image), now() - t);
-    }
-    return o;
-  };
-
-  const uploadEffect = (c: ConfigDiff): Effect => ({
-    kind: EffectKind.UPLOAD,
-    node: c.work.node,
-    target: c.work.dest,
-    hash: c.work.sha256,
+  // Look first: nothing changes until every node was read.
+  const obs = await observe(plan, deps, concurrency);
+  const firstStep = (node: string): number =>
+    plan.steps.find((st) => st.nodes.some((n) => n.node === node) || st.runOnce.some((w) => w.node === node))?.step ??
+    0;
+  const observeFailures: Failure[] = [...obs.unreachable].map(([node, err]) => {
+    const step = firstStep(node);
+    const f = failureOf(err, { step, node, path: `step ${step}/${node}/observe` }, FailureClass.RETRYABLE);
+    emit({ kind: 'run.failure', phase: 'observe', path: f.path, code: f.code, message: f.message, class: f.class });
+    return f;
   });
-  const containerEffect = (kind: EffectKind, w: ContainerWork): Effect => ({
-    kind,
-    node: w.node,
-    target: w.name,
-    hash: w.hash,
-  });
-
-  /** Phase B: configs, then containers in service order. */
-  const applyNode = async (st: DeployStep, nw: NodeWork, o: Observed): Promise<string> => {
-    const access = deps.connect(nw.node);
-    const where = (what: string) => ({ step: st.step, node: nw.node, path: `step ${st.step}/${nw.node}/${what}` });
-    let n = 0;
-    for (const c of o.configs) {
-      if (c.action === 'unchanged') continue;
-      const data = deps.rendered.get(nw.node)?.get(c.work.dest);
-      if (data === undefined) {
-        throw new ClassifiedFailure(
-          failureOf(
-            new StackctlError('E_RENDERED_MISSING', `${nw.node}: no rendered content for ${c.work.dest}`, {
-              hint: 'This is a bug: the plan lists the file but did not render it.',
-            }),
-            where(`config ${c.work.dest}`),
-            FailureClass.RETRYABLE,
-          ),
-        );
-      }
-      const t = now();
-      try {
-        await effect(uploadEffect(c), () =>
-          access.files.upload({ data }, c.work.dest, { mode: parseInt(c.work.mode, 8) }),
-        );
-      } catch (err) {
-        // The upload is atomic: the old file (if any) is still in place.
-        throw new ClassifiedFailure(failureOf(err, where(`config ${c.work.dest}`), FailureClass.RETRYABLE));
-      }
-      n++;
-      change(st.step, nw.node, 'config', c.work.dest, 'uploaded', c.detail, now() - t);
+  const tallyAll = (failed: ReadonlySet<string>): GroupTally[] => {
+    const by = new Map<string, { nodes: number; failed: number }>();
+    for (const [node, role] of roleOf) {
+      const t = by.get(role) ?? { nodes: 0, failed: 0 };
+      t.nodes++;
+      if (failed.has(node)) t.failed++;
+      by.set(role, t);
     }
-    for (const c of o.containers) {
-      n += await applyContainer(st, nw, c);
-      gates.get(`${nw.node}/${c.work.name}`)?.open();
-    }
-    return n ? `${n} change(s)` : 'unchanged';
+    return [...by].map(([group, t]) => ({ group, ...t })).sort((a, b) => a.group.localeCompare(b.group));
   };
-
-  /**
-   * Containers that others wait for within the current step (`after` in the plan: a cluster's
-   * bootstrap node first), by `node/container`; opened once that container is healthy or failed.
-   */
-  const gates = new Map<string, Gate>();
-
-  /** One container of a node: create, recreate or start it and wait for its health; 1 if changed. */
-  const applyContainer = async (st: DeployStep, nw: NodeWork, c: ContainerDiff): Promise<number> => {
-    const access = deps.connect(nw.node);
-    const where = (what: string) => ({ step: st.step, node: nw.node, path: `step ${st.step}/${nw.node}/${what}` });
-    const w = c.work;
-    if (c.action === ContainerAction.UNCHANGED) {
-      change(st.step, nw.node, 'container', w.name, 'unchanged');
-      return 0;
-    }
-    const gate = w.after ? gates.get(`${w.after}/${w.name}`) : undefined;
-    if (gate) {
-      const tw = now();
-      await gate.opened;
-      change(st.step, nw.node, 'container', w.name, 'waited', `for ${w.after}`, now() - tw);
-    }
-    const t = now();
-    if (c.action === ContainerAction.RECREATE) {
-      try {
-        await effect(
-          { kind: EffectKind.REMOVE, node: nw.node, target: w.name, hash: c.currentHash ?? 'unlabelled' },
-          async () => {
-            await access.docker.stopContainer(w.name, { timeoutS: EXECUTOR_DEFAULTS.stopTimeoutS });
-            await access.docker.removeContainer(w.name, { force: true });
-          },
-        );
-      } catch (err) {
-        throw new ClassifiedFailure(failureOf(err, where(`${w.name}/remove`), FailureClass.HARD));
-      }
-    }
-    if (c.action !== ContainerAction.START) {
-      try {
-        await effect(containerEffect(EffectKind.CREATE, w), () =>
-          access.docker.createContainer(containerSpec(plan.cloud, w)),
-        );
-      } catch (err) {
-        throw new ClassifiedFailure(failureOf(err, where(`${w.name}/create`), FailureClass.RETRYABLE));
-      }
-    }
-    try {
-      await effect(containerEffect(EffectKind.START, w), () => access.docker.startContainer(w.name));
-    } catch (err) {
-      // Undo the create, so the next run starts from a clean slate.
-      const log = await logTail(access.docker, w.name);
-      const rolledBack = await access.docker.removeContainer(w.name, { force: true }).then(
-        () => true,
-        () => false,
-      );
-      throw new ClassifiedFailure(
-        failureOf(
-          err,
-          where(`${w.name}/start`),
-          rolledBack ? FailureClass.ROLLED_BACK : FailureClass.ROLLBACK_FAILED,
-          log,
-        ),
-      );
-    }
-    try {
-      await waitHealthy(access, w);
-    } catch (err) {
-      throw new ClassifiedFailure(
-        failureOf(err, where(`${w.name}/health`), FailureClass.HARD, await logTail(access.docker, w.name)),
-      );
-    }
-    if (w.frontend) {
-      try {
-        await waitFrontend(access, w, w.frontend);
-      } catch (err) {
-        throw new ClassifiedFailure(
-          failureOf(err, where(`${w.name}/frontend`), FailureClass.HARD, await logTail(access.docker, w.name)),
-        );
-      }
-    }
-    const action = { create: 'created', recreate: 'recreated', start: 'started' }[c.action];
-    change(st.step, nw.node, 'container', w.name, action, c.changed.join(', '), now() - t);
-    return 1;
-  };
-
-  /** Run-once work on the bootstrap node. */
-  const runOnce = async (st: DeployStep, w: RunOnceWork): Promise<void> => {
-    const access = deps.connect(w.node);
-    const hash = workHash(w, deps.secret);
-    const e: Effect = {
-      kind: WORK_EFFECT[w.kind],
-      node: w.node,
-      target: `${w.service}/${w.name}`,
-      hash,
+  const asRoles = (ts: readonly GroupTally[]): RoleTally[] =>
+    ts.map((t) => ({ role: t.group, nodes: t.nodes, failed: t.failed }));
+  const converge = planConverge(plan, obs, deps.catalog);
+  const unreached = tallyAll(new Set(obs.unreachable.keys())).filter((t) => exceeds(t, budget));
+  if (unreached.length) {
+    journal.end(false);
+    return {
+      ok: false,
+      run: journal.run,
+      ms: now() - t0,
+      steps: [],
+      changes: 0,
+      failures: observeFailures,
+      aborted: { step: 0, roles: asRoles(unreached), observe: true },
+      outages: converge.outages,
     };
-    if ((await markerOf(access, w)) === hash) {
-      verifyPending(e);
-      change(st.step, w.node, w.kind, `${w.service}/${w.name}`, 'unchanged');
-      return;
-    }
-    const where = { step: st.step, node: w.node, path: `step ${st.step}/${w.node}/${w.kind} ${w.service}/${w.name}` };
-    const t = now();
-    let detail = '';
-    try {
-      await effect(e, async () => {
-        if (w.kind === 'task') await runTask(access, w);
-        else if (w.kind === 'database') await createDatabase(access, w, deps.secret);
-        else {
-          const done = await runIdentityWork(access, w, plan.identity, (n) => deps.secret?.(n));
-          detail = done
-            .filter((a) => a.action !== 'unchanged')
-            .map((a) => `${a.object} ${a.name} ${a.action}`)
-            .join(', ');
-        }
-        const marker = markerFile(w);
-        await access.exec(
-          [
-            'sh',
-            '-c',
-            'mkdir -p "$1" && printf "%s\\n" "$2" > "$3.tmp" && mv "$3.tmp" "$3"',
-            'sh',
-            MARKER_DIR,
-            hash,
-            marker,
-          ],
-          { timeoutMs: EXECUTOR_DEFAULTS.commandTimeoutMs },
-        );
-      });
-    } catch (err) {
-      const log = err instanceof TaskFailed ? err.log : undefined;
-      throw new ClassifiedFailure(failureOf(err, where, FailureClass.HARD, log));
-    }
-    change(st.step, w.node, w.kind, `${w.service}/${w.name}`, 'ran', detail, now() - t);
-  };
+  }
 
-  /** A one-shot container from the task's borrowed container definition. */
-  const runTask = async (access: NodeAccess, w: Extract<RunOnceWork, { kind: 'task' }>): Promise<void> => {
-    const name = taskContainerName(w);
-    const base = containerSpec(plan.cloud, w.container);
-    await access.docker.removeContainer(name, { force: true }); // a leftover of a killed run
-    const { healthcheck: _h, ...rest } = base;
-    await access.docker.createContainer({
-      ...rest,
-      name,
-      command: w.command,
-      restart: 'no',
-      labels: { [LABEL.cloud]: plan.cloud, [LABEL.service]: w.service, [LABEL.hash]: w.hash },
-    });
-    await access.docker.startContainer(name);
-    const deadline = now() + EXECUTOR_DEFAULTS.taskTimeoutMs;
-    for (;;) {
-      const info = await access.docker.inspectContainer(name);
-      if (!info?.state.running) {
-        const code = info?.state.exitCode ?? -1;
-        if (code !== 0) {
-          const log = await logTail(access.docker, name);
-          await access.docker.removeContainer(name, { force: true }).catch(() => undefined);
-          throw new TaskFailed(`${w.node}: task ${w.service}/${w.name} exited with ${code}`, log);
-        }
-        break;
-      }
-      if (now() > deadline) {
-        const log = await logTail(access.docker, name);
-        throw new TaskFailed(`${w.node}: task ${w.service}/${w.name} still runs after its deadline`, log);
-      }
-      await sleep(EXECUTOR_DEFAULTS.pollMs);
-    }
-    await access.docker.removeContainer(name, { force: true });
-  };
-
-  /** Record a node's phase failure. */
-  const onNodeError = (st: DeployStep, nw: NodeWork, failed: Set<string>, err: unknown, what: string): void => {
-    failed.add(nw.node);
-    fail(
-      err instanceof ClassifiedFailure
-        ? err.failure
-        : failureOf(
-            err,
-            { step: st.step, node: nw.node, path: `step ${st.step}/${nw.node}/${what}` },
-            FailureClass.HARD,
-          ),
-    );
-  };
-
-  // Host preparation of every step comes first: a node that lacks what a later step needs (KVM
-  // for libvirt) fails the deploy before any step has changed anything.
-  const hostWork = new Map<string, { st: DeployStep; nw: NodeWork }[]>();
+  // What is in place and stays so, as the deploy's events say.
   for (const st of plan.steps)
-    for (const nw of st.nodes)
-      if (nw.host.length) hostWork.set(nw.node, [...(hostWork.get(nw.node) ?? []), { st, nw }]);
-  if (hostWork.size) {
-    const failedHosts = new Set<string>();
-    await runner(
-      [...hostWork].map(([node, work]) => ({
-        title: `host ${node}: ${work.flatMap(({ nw }) => nw.host.map((h) => h.service)).join(', ')}`,
-        run: async () => {
-          try {
-            return await prepareNodeHost(work);
-          } catch (err) {
-            onNodeError(work[0]!.st, work[0]!.nw, failedHosts, err, 'host');
-            throw err;
-          }
-        },
-      })),
-      concurrency,
-    );
-    for (const n of failedHosts) deadNodes.add(n);
-    const roles = rolesOverBudget(
-      tallyRoles(
-        [...hostWork].map(([node, work]) => ({ node, role: work[0]!.nw.role })),
-        failedHosts,
-      ),
-      budget,
-    );
-    if (roles.length) aborted = { step: Math.min(...failures.map((f) => f.step)), roles, host: true };
-  }
+    for (const n of st.nodes)
+      for (const c of n.containers)
+        if (obs.containers.get(`${n.node}/${c.name}`)?.action === ContainerAction.UNCHANGED)
+          emit({
+            kind: 'deploy.change',
+            step: st.step,
+            node: n.node,
+            object: 'container',
+            name: c.name,
+            action: 'unchanged',
+            detail: obs.unwell?.get(`${n.node}/${c.name}`) ?? '',
+            ms: 0,
+          });
+  const ctx = contextOf(plan, deps, journal.run);
+  const report = await runPhases(converge.phases, ctx, {
+    handlers: { ...NODE_HANDLERS, 'cluster-check': deps.clusterCheck },
+    subjects: NODE_SUBJECTS,
+    journal: verifyObserved(plan, obs, journal, deps.secret ?? (() => undefined)),
+    mode: RunMode.RESUME,
+    runner: deps.runner ?? plainRunner,
+    budget: {
+      percent: budget,
+      groupOf: roleOf,
+    },
+    title: (phase, step, lane) =>
+      `${phase.deployStep !== undefined ? `step ${phase.deployStep} ` : ''}${phase.kind}${step !== phase.kind ? ` ${step}` : ''}${lane ? ` ${lane}` : ''}`,
+  });
+  journal.end(report.ok && observeFailures.length === 0);
 
-  for (const st of aborted ? [] : plan.steps) {
-    const ts = now();
-    const nodes = st.nodes.filter((n) => !deadNodes.has(n.node));
-    emit({
-      kind: 'deploy.step',
-      step: st.step,
-      title: st.title,
-      phase: 'start',
-      nodes: nodes.length,
-      failed: 0,
-      ms: 0,
-    });
-    const failed = new Set<string>();
-    const observed = new Map<string, Observed>();
-    await runner(
-      nodes.map((nw) => ({
-        title: `step ${st.step} ${nw.node}: check state, pull images`,
-        run: async () => {
-          try {
-            const o = await prepareNode(st, nw);
-            observed.set(nw.node, o);
-            return 'ready';
-          } catch (err) {
-            onNodeError(st, nw, failed, err, 'prepare');
-            throw err;
-          }
-        },
-      })),
-      concurrency,
-    );
-    const over = (): RoleTally[] => rolesOverBudget(tallyRoles(nodes, failed), budget);
-    if (over().length === 0) {
-      gates.clear();
-      for (const nw of nodes) {
-        for (const c of observed.get(nw.node)?.containers ?? []) {
-          const first = c.work.after;
-          const key = `${first}/${c.work.name}`;
-          // Only a bootstrap node that takes part in this phase is waited for.
-          if (first && !gates.has(key) && observed.get(first)?.containers.some((x) => x.work.name === c.work.name))
-            gates.set(key, new Gate());
+  const steps = new Map<number, { step: number; ms: number; nodes: number; failed: number }>();
+  for (const p of report.phases) {
+    if (p.deployStep === undefined || p.state === 'not-run') continue;
+    const s = steps.get(p.deployStep) ?? { step: p.deployStep, ms: 0, nodes: 0, failed: 0 };
+    s.ms += p.ms;
+    s.nodes = Math.max(s.nodes, p.nodes);
+    s.failed += p.failed;
+    steps.set(p.deployStep, s);
+  }
+  const failed = report.phases.find((p) => p.state === 'failed');
+  const stopped =
+    failed &&
+    report.outcome === 'failed' &&
+    (report.overBudget || failed.kind === 'roll' || failed.kind === 'run-once');
+  const failures: Failure[] = [...observeFailures, ...report.failures.map(stripRun)];
+  return {
+    ok: report.ok && observeFailures.length === 0,
+    run: report.run,
+    ms: now() - t0,
+    steps: [...steps.values()].sort((a, b) => a.step - b.step),
+    changes: report.changes,
+    failures,
+    ...(stopped
+      ? {
+          aborted: {
+            step: failed.deployStep ?? 0,
+            roles: report.overBudget ? asRoles(report.overBudget.groups) : [],
+            ...(failed.kind === 'host' ? { host: true as const } : {}),
+            ...(report.overBudget
+              ? {}
+              : {
+                  reason: failed.kind === 'roll' ? `the rolling restart ${failed.id} failed` : 'run-once work failed',
+                }),
+          },
         }
-      }
-      await runner(
-        nodes
-          .filter((nw) => observed.has(nw.node))
-          .map((nw) => ({
-            title: `step ${st.step} ${nw.node}: ${nw.containers.map((c) => c.name).join(', ') || 'configs'}`,
-            run: async () => {
-              try {
-                return await applyNode(st, nw, observed.get(nw.node)!);
-              } catch (err) {
-                onNodeError(st, nw, failed, err, 'apply');
-                throw err;
-              } finally {
-                // A failed node opens its gates too: the others then succeed or fail on their own health.
-                for (const c of nw.containers) gates.get(`${nw.node}/${c.name}`)?.open();
-              }
-            },
-          })),
-        concurrency,
-      );
-    }
-    let runOnceFailed = false;
-    if (over().length === 0) {
-      for (const w of st.runOnce) {
-        try {
-          await runOnce(st, w);
-        } catch (err) {
-          fail(
-            err instanceof ClassifiedFailure
-              ? err.failure
-              : failureOf(
-                  err,
-                  { step: st.step, node: w.node, path: `step ${st.step}/${w.node}/${w.name}` },
-                  FailureClass.HARD,
-                ),
-          );
-          runOnceFailed = true;
-          break; // later run-once work depends on earlier (db_sync needs the database)
-        }
-      }
-    }
-    for (const n of failed) deadNodes.add(n);
-    const ms = now() - ts;
-    steps.push({ step: st.step, ms, nodes: nodes.length, failed: failed.size });
-    emit({
-      kind: 'deploy.step',
-      step: st.step,
-      title: st.title,
-      phase: 'end',
-      nodes: nodes.length,
-      failed: failed.size,
-      ms,
-    });
-    const roles = over();
-    if (roles.length || runOnceFailed) {
-      aborted = { step: st.step, roles };
-      break;
-    }
-  }
-  const ok = failures.length === 0;
-  journal.end(ok);
-  return { ok, run: journal.run, ms: now() - t0, steps, changes, failures, ...(aborted ? { aborted } : {}) };
+      : {}),
+    outages: converge.outages,
+  };
 }
 
-/** A one-way latch: `opened` resolves once `open()` was called. */
-class Gate {
-  open!: () => void;
-  readonly opened = new Promise<void>((resolve) => (this.open = resolve));
+/**
+ * Effects a killed run had announced and never recorded done, found in place by the observation
+ * (a file with its content, a container with its hash, running, an image, a run-once marker):
+ * recorded done (`verified`) now, since nothing will act on them again. The journal returned
+ * holds only the pending effects still to look at.
+ */
+function verifyObserved(
+  plan: DeployPlan,
+  obs: Observation,
+  journal: JournalSink,
+  secret: (name: string) => Secret | undefined,
+): JournalSink {
+  const pending = journal.previous.effectsPending;
+  if (!pending.length) return journal;
+  const inPlace = new Set<string>();
+  for (const [k, d] of obs.configs) if (d.action === 'unchanged') inPlace.add(`upload ${k} ${d.work.sha256}`);
+  for (const [k, d] of obs.containers) {
+    if (d.action === ContainerAction.UNCHANGED || d.action === ContainerAction.START)
+      inPlace.add(`create ${k} ${d.work.hash}`);
+    if (d.action === ContainerAction.UNCHANGED) inPlace.add(`start ${k} ${d.work.hash}`);
+  }
+  for (const [k, present] of obs.images) if (present) inPlace.add(`pull ${k} ${k.slice(k.indexOf('/') + 1)}`);
+  for (const st of plan.steps)
+    for (const w of st.runOnce)
+      if (obs.done.has(runOnceKey(w)))
+        inPlace.add(
+          `${w.kind === 'task' ? 'task' : w.kind === 'database' ? 'database' : 'register'} ${w.node}/${w.service}/${w.name} ${workHash(w, secret)}`,
+        );
+  const keyOf = (e: Effect): string => `${e.kind} ${e.node}/${e.target} ${e.hash}`;
+  const remaining: Effect[] = [];
+  for (const e of pending) {
+    if (inPlace.has(keyOf(e))) journal.effect('done', e, true);
+    else remaining.push(e);
+  }
+  const previous = { ...journal.previous, effectsPending: remaining };
+  return {
+    run: journal.run,
+    previous,
+    phase: (p, state) => journal.phase(p, state),
+    action: (k, state, detail) => journal.action(k, state, detail),
+    effect: (state, e, verified) => journal.effect(state, e, verified),
+    pause: (p, reason) => journal.pause(p, reason),
+    continued: (p) => journal.continued(p),
+    end: (ok) => journal.end(ok),
+  };
 }
 
-/** A task container that failed, with the end of its log. */
-class TaskFailed extends RemoteError {
-  constructor(
-    message: string,
-    readonly log: string,
-  ) {
-    super('E_TASK_FAILED', message, { hint: 'The task log below says why; fix it and deploy again (or --resume).' });
-  }
-}
-
-/** SQL string literal (single quotes, backslashes escaped). */
-function sqlString(v: string): string {
-  return `'${v.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
-}
-
-/** Create a database and its user; the SQL (with the password) goes over stdin. */
-async function createDatabase(
-  access: NodeAccess,
-  w: Extract<RunOnceWork, { kind: 'database' }>,
-  secret: ExecutorDeps['secret'],
-): Promise<void> {
-  const pw = secret?.(w.passwordSecret);
-  if (!pw) {
-    throw new StackctlError('E_SECRET_MISSING', `secret '${w.passwordSecret}' (database ${w.name}) is missing`, {
-      hint: "Run 'stackctl secrets generate' for this inventory.",
-    });
-  }
-  const user = sqlString(w.user);
-  const sql = [
-    `CREATE DATABASE IF NOT EXISTS \`${w.name}\`;`,
-    `CREATE USER IF NOT EXISTS ${user}@'%' IDENTIFIED BY ${sqlString(pw.reveal())};`,
-    `ALTER USER ${user}@'%' IDENTIFIED BY ${sqlString(pw.reveal())};`,
-    `GRANT ALL PRIVILEGES ON \`${w.name}\`.* TO ${user}@'%';`,
-    'FLUSH PRIVILEGES;',
-  ].join('\n');
-  const r = await access.exec(
-    [
-      'docker',
-      'exec',
-      '-i',
-      DATABASE_SERVER.container,
-      DATABASE_SERVER.client,
-      `--defaults-extra-file=${DATABASE_SERVER.clientConfig}`,
-    ],
-    { timeoutMs: EXECUTOR_DEFAULTS.commandTimeoutMs, stdin: sql + '\n' },
-  );
-  // A syntax error quotes the SQL near it, which may hold the password.
-  let redacted = r.stderr;
-  for (const v of [pw.reveal(), sqlString(pw.reveal()).slice(1, -1)]) redacted = redacted.split(v).join('<redacted>');
-  redacted = redacted.trim().slice(-400);
-  if (r.code !== 0) {
-    throw new RemoteError('E_DATABASE_CREATE', `${access.node}: creating database ${w.name} failed: ${redacted}`, {
-      hint: `Is ${DATABASE_SERVER.container} running and healthy on ${access.node}? See its log.`,
-    });
-  }
+/** A run failure as the deploy report's failure. */
+function stripRun(f: RunFailure): Failure {
+  return {
+    step: f.step,
+    node: f.node,
+    path: f.path,
+    class: f.class,
+    code: f.code,
+    message: f.message,
+    ...(f.hint ? { hint: f.hint } : {}),
+    ...(f.log ? { log: f.log } : {}),
+  };
 }

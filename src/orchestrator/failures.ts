@@ -1,5 +1,5 @@
 /**
- * Failure classes and the failure budget (CONVENTIONS.md 11): every failed
+ * Failure classes (CONVENTIONS.md 11): every failed
  * piece of work says whether a re-run will retry it, whether what it did was
  * rolled back, or whether it failed hard and left something to look at.
  */
@@ -60,40 +60,9 @@ export function countByClass(failures: readonly Failure[]): Record<FailureClass,
   return out;
 }
 
-/** A role's nodes in a step and how many of them failed. */
+/** A role's nodes in a deploy and how many of them failed (the budget's verdict, in a report). */
 export interface RoleTally {
   readonly role: string;
   readonly nodes: number;
   readonly failed: number;
-}
-
-/**
- * True when the failed share of a role's nodes *exceeds* the budget (a
- * percentage, 0-100). At the default of 0 % one failure aborts; a budget of
- * 50 % tolerates one failure in two nodes but not two in three. Integer
- * arithmetic, so 1 of 3 against 33.3 % cannot flip on rounding.
- */
-export function exceedsBudget(t: RoleTally, budgetPercent: number): boolean {
-  if (t.failed === 0) return false;
-  return t.failed * 100 > budgetPercent * t.nodes;
-}
-
-/** Roles whose failures exceed the budget. */
-export function rolesOverBudget(tallies: readonly RoleTally[], budgetPercent: number): RoleTally[] {
-  return tallies.filter((t) => exceedsBudget(t, budgetPercent));
-}
-
-/** Tally failed nodes per role. */
-export function tallyRoles(
-  nodes: readonly { readonly node: string; readonly role: string }[],
-  failedNodes: ReadonlySet<string>,
-): RoleTally[] {
-  const by = new Map<string, { nodes: number; failed: number }>();
-  for (const n of nodes) {
-    const t = by.get(n.role) ?? { nodes: 0, failed: 0 };
-    t.nodes++;
-    if (failedNodes.has(n.node)) t.failed++;
-    by.set(n.role, t);
-  }
-  return [...by].map(([role, t]) => ({ role, ...t })).sort((a, b) => a.role.localeCompare(b.role));
 }

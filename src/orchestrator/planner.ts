@@ -287,9 +287,10 @@ export function planDeploy(plan: Plan, catalog: Catalog, filter: PlanFilter = {}
           hash: sha256(canonicalJson({ user: user.name, roles, catalog: catalogEntries, region: plan.cloud.region })),
         });
       } else if (a.kind === 'resources') {
-        // Flavours need Nova (the action's service); images need Glance as well.
+        // Flavours need the compute service (the action's); images need the image store as well.
         const all = plan.cloud.resources;
-        const resources = all && { flavors: all.flavors, images: wantService('glance') ? all.images : [] };
+        const store = catalog.provides.imageStore?.service;
+        const resources = all && { flavors: all.flavors, images: store && wantService(store) ? all.images : [] };
         if (resources)
           runOnce.push({
             kind: 'resources',
@@ -322,7 +323,7 @@ export function planDeploy(plan: Plan, catalog: Catalog, filter: PlanFilter = {}
     if (nodes.length || runOnce.length) steps.push({ step: ps.step, title: STEPS[ps.step], nodes, runOnce });
   }
   const identity = plan.services
-    .find((p) => p.name === 'keystone')
+    .find((p) => p.name === catalog.provides.identity?.service)
     ?.endpoints.find((e) => e.type === 'identity' && e.interface === 'internal');
   return {
     cloud: plan.cloud.name,

@@ -9,10 +9,13 @@
  * called again (`--resume`): the BMC's power state and the agent's calls are
  * what it looks at, never a memory of what it did.
  *
- *   deploying    new host key (public half into known_hosts), arm the node
- *                with its deploy command, boot device PXE once, power cycle -> wait
- *   deploy wait  agent result ok    -> agent powers off; boot device disk; power on -> done (active)
+ *   deploying    boot device PXE once, power off, arm the node with its deploy
+ *                command, power on -> wait
+ *   deploy wait  agent result ok    -> agent powers off; the host key it reported into
+ *                known_hosts; boot device disk; power on -> done (active)
  *                agent result failed -> power off -> fail (deploy failed, reason recorded)
+ *                the arming became suspect (boot script asked for twice, token shown
+ *                from another address: BootServer.suspicion) -> power off -> fail
  *                agent silent longer than the heartbeat timeout, or the deploy
  *                timeout passed  -> power off -> fail (with what the boot services saw)
  *                token gone (boot server restarted) -> boot again with a new token
@@ -20,21 +23,19 @@
  *   cleaning     arm with the clean command, power on -> wait (clean wait)
  *   clean wait   result ok -> power off -> done (available); failed/timeouts -> fail
  *
- * Secrets: the node's host private key lives in memory only, inside the
- * armed command; it is sent to the agent once its token is shown and never
- * written to a state file, an event or a log. A resumed deploy makes a new
- * key pair.
+ * Host keys: the agent generates the node's SSH host key inside the deployed
+ * system and reports only its public half with its result; stackctl records
+ * that in known_hosts before it boots the node from its disk, and only when
+ * the arming is not suspect. No private key crosses the provisioning network.
  */
 import { copyFileSync, existsSync, linkSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { IoError, RemoteError, StackctlError, TimeoutError, messageOf } from '../core/errors.js';
+import { AuthError, IoError, RemoteError, StackctlError, TimeoutError, messageOf } from '../core/errors.js';
 import { writeFileAtomic } from '../core/fs.js';
 import { parseDnsmasqLog } from '../pxe/dnsmasq.js';
 import type { EventSink } from '../core/events.js';
-import { Secret } from '../core/secret.js';
 import type { RootDevice } from '../inventory/schema.js';
 import type { AgentCommand, AgentFile, AgentReport, AgentResult, BootServer } from '../pxe/http.js';
-import { generateEd25519 } from '../remote/keys.js';
 import { recordHostKey } from '../remote/known-hosts.js';
 import type { InspectPower } from './inspect.js';
 import type { NodeRecord, NodeStateStore } from './machine.js';
@@ -192,14 +193,17 @@ export class AgentResults {
 /** Side effects of the workflows, injected (CONVENTIONS.md 8). */
 export interface DeployDeps {
   readonly nodes: NodeStateStore;
-  readonly boot: Pick<BootServer, 'arm' | 'disarm' | 'isArmed' | 'agentContact' | 'bytesServed' | 'scriptsServed'>;
+  readonly boot: Pick<
+    BootServer,
+    'arm' | 'disarm' | 'isArmed' | 'agentContact' | 'suspicion' | 'bytesServed' | 'scriptsServed'
+  >;
   readonly results: AgentResults;
   /** The node's BMC. */
   readonly power: (node: string) => InspectPower;
   readonly image: DeployImage;
   /** The operator's public key line, for root's authorized_keys. */
   readonly authorizedKey: string;
-  /** stackctl's known_hosts: the generated host key is recorded here before the node boots. */
+  /** stackctl's known_hosts: the host key the agent reports is recorded here before the node boots from disk. */
   readonly knownHostsFile: string;
   readonly sshPort?: number;
   /** What the boot services saw of a node (DHCP/TFTP/HTTP), quoted in timeouts. */
@@ -308,12 +312,8 @@ export function dockerDaemonJson(registries: readonly string[]): string {
   return JSON.stringify({ 'insecure-registries': [...registries] }, null, 2) + '\n';
 }
 
-/** The files the agent writes for a node: identity, network, SSH access, SSH host key. */
-export function nodeFiles(
-  t: DeployTarget,
-  hostKey: { privateKey: Secret; publicLine: string },
-  authorizedKey: string,
-): AgentFile[] {
+/** The files the agent writes for a node: identity, network, SSH access (the host key it makes itself). */
+export function nodeFiles(t: DeployTarget, authorizedKey: string): AgentFile[] {
   const host = t.hostname ?? t.node;
   const fqdn = t.domain ? `${host}.${t.domain} ` : '';
   return [
@@ -325,13 +325,12 @@ export function nodeFiles(
     },
     { path: '/etc/systemd/network/10-provisioning.network', mode: 0o644, content: networkFile(t) },
     { path: '/root/.ssh/authorized_keys', mode: 0o600, content: authorizedKey.trim() + '\n' },
-    { path: '/etc/ssh/ssh_host_ed25519_key', mode: 0o600, content: hostKey.privateKey },
-    { path: '/etc/ssh/ssh_host_ed25519_key.pub', mode: 0o644, content: `${hostKey.publicLine} root@${host}\n` },
     {
       path: '/etc/ssh/sshd_config.d/20-stackctl-hostkey.conf',
       mode: 0o644,
       content:
-        '# the host key stackctl generated and recorded before the deploy\nHostKey /etc/ssh/ssh_host_ed25519_key\n',
+        '# the host key the deploy ramdisk generated here; stackctl recorded its public half\n' +
+        'HostKey /etc/ssh/ssh_host_ed25519_key\n',
     },
     ...(t.networks ?? []).filter((n) => n.vlan !== undefined).flatMap(vlanFiles),
     ...(t.insecureRegistries?.length
@@ -340,16 +339,8 @@ export function nodeFiles(
   ];
 }
 
-/** A new host key for the node; its public half is recorded in known_hosts before the node boots. */
-function newHostKey(deps: DeployDeps, t: DeployTarget): { privateKey: Secret; publicLine: string } {
-  const key = generateEd25519(`root@${t.hostname ?? t.node}`);
-  recordHostKey(deps.knownHostsFile, t.ip, deps.sshPort ?? 22, key.publicKey.line);
-  return { privateKey: new Secret(key.privateKey), publicLine: key.publicKey.line };
-}
-
-/** The deploy command for a node (holds a fresh host private key). */
-function deployCommand(deps: DeployDeps, t: DeployTarget): AgentCommand {
-  const hostKey = newHostKey(deps, t);
+/** The deploy command for a node: no secret in it (the agent makes the host key on the node). */
+export function deployCommand(deps: Pick<DeployDeps, 'image' | 'authorizedKey'>, t: DeployTarget): AgentCommand {
   return {
     kind: 'deploy',
     image: deps.image.name,
@@ -357,25 +348,63 @@ function deployCommand(deps: DeployDeps, t: DeployTarget): AgentCommand {
     rawBytes: deps.image.rawBytes,
     bytes: deps.image.bytes,
     hints: hintsOf(t.rootDevice),
-    files: nodeFiles(t, hostKey, deps.authorizedKey),
+    hostKey: { type: 'ed25519', comment: `root@${t.hostname ?? t.node}` },
+    files: nodeFiles(t, deps.authorizedKey),
   };
+}
+
+/**
+ * Record the host key the agent reported for the node's provisioning address,
+ * replacing the one of an earlier deploy. The result came with the node's
+ * token from the node's address, in an arming that is not suspect.
+ */
+function recordReportedKey(deps: DeployDeps, t: DeployTarget, result: AgentResult): StackctlError | undefined {
+  try {
+    if (!result.host_key) throw new Error('the result holds no host_key');
+    recordHostKey(deps.knownHostsFile, t.ip, deps.sshPort ?? 22, result.host_key);
+    return undefined;
+  } catch (e) {
+    return new RemoteError(
+      'E_AGENT_HOST_KEY',
+      `node '${t.node}': the deploy agent reported no usable SSH host key (${messageOf(e)})`,
+      {
+        hint: 'An agent older than this stackctl does not make the host key: rebuild the ramdisk (stackctl images build-ramdisk --force), then deploy again.',
+        details: { node: t.node },
+      },
+    );
+  }
+}
+
+/** The error for an arming that became suspect (`BootServer.suspicion`). */
+function suspectError(node: string, suspicion: string, what: 'deploy' | 'clean'): AuthError {
+  return new AuthError(
+    'E_BOOT_TOKEN_EXPOSED',
+    `node '${node}': its network boot can no longer be trusted: ${suspicion}; the ${what} stopped before trusting anything the node reported`,
+    {
+      hint:
+        "The node rebooted during its network boot, or another machine on the provisioning network asked for the node's boot script or used its token: the pxe.refused events name the client addresses. " +
+        `Check the segment, then start the ${what} again: it arms the node with a new token.`,
+      details: { node },
+    },
+  );
 }
 
 /* ------------------------------------------------------------------------ */
 /* Power helpers                                                             */
 /* ------------------------------------------------------------------------ */
 
-/** Arm, boot from the network once, power cycle. Each step may be repeated. */
+/** Boot from the network once, power off, arm, power on. Each step may be repeated. */
 async function bootRamdisk(
   deps: DeployDeps,
   node: string,
   purpose: 'deploy' | 'clean',
   command: AgentCommand,
 ): Promise<void> {
-  deps.boot.arm(node, purpose, command);
   const bmc = deps.power(node);
   await bmc.setBootDevice('pxe', { persistent: false });
   if ((await bmc.powerState()) === 'on') await bmc.powerOff();
+  // armed while off: a node still running could fetch the script that is served once
+  deps.boot.arm(node, purpose, command);
   await bmc.powerOn();
 }
 
@@ -435,6 +464,8 @@ function waitExpired(
 ): StackctlError | undefined {
   const now = (deps.now ?? Date.now)();
   const node = target.node;
+  const suspicion = deps.boot.suspicion(node);
+  if (suspicion) return suspectError(node, suspicion, what);
   const contact = deps.boot.agentContact(node);
   const heartbeatMs = deps.heartbeatTimeoutMs ?? DEPLOY_DEFAULTS.heartbeatTimeoutMs;
   if (contact && now - contact.lastAt > heartbeatMs) {
@@ -493,8 +524,8 @@ export async function reconcileDeploy(deps: DeployDeps, target: DeployTarget): P
   const began = enteredAt(record, NodeState.DEPLOY_WAIT) ?? 0;
   const result = deps.results.since(node, enteredAt(record, NodeState.DEPLOYING) ?? began);
   if (result) {
-    deps.boot.disarm(node);
     if (result.status !== 'ok') {
+      deps.boot.disarm(node);
       await powerOffQuietly(deps, node);
       const error = new RemoteError(
         'E_AGENT_' + result.step.toUpperCase().replace(/-/g, '_'),
@@ -505,7 +536,9 @@ export async function reconcileDeploy(deps: DeployDeps, target: DeployTarget): P
               ? 'Fix the root_device hints of the node in the inventory (the disks the agent saw are listed), then deploy again.'
               : result.step === 'verify-image'
                 ? 'The image served is not the one built: rebuild it (stackctl images build host) and deploy again. The node was not allowed to boot it.'
-                : 'Look at the node console for the agent lines, then deploy again.',
+                : result.step === 'command'
+                  ? 'The boot server hands the command out once per arming (see the pxe.refused events); deploy again: it arms the node anew.'
+                  : 'Look at the node console for the agent lines, then deploy again.',
           details: { node, step: result.step, ...(result.root_device ? { rootDevice: result.root_device } : {}) },
         },
       );
@@ -514,10 +547,21 @@ export async function reconcileDeploy(deps: DeployDeps, target: DeployTarget): P
     }
     try {
       await awaitAgentPowerOff(deps, node);
+      // NOTE: checked after the power-off wait: a node whose script someone else took first
+      // asks for it meanwhile, and that refusal is what unmasks a forged result
+      const suspicion = deps.boot.suspicion(node);
+      deps.boot.disarm(node);
+      const untrusted = suspicion ? suspectError(node, suspicion, 'deploy') : recordReportedKey(deps, target, result);
+      if (untrusted) {
+        await powerOffQuietly(deps, node);
+        deps.nodes.apply(node, NodeEvent.FAIL, `${untrusted.code}: ${untrusted.message}`);
+        return { node, state: NodeState.DEPLOY_FAILED, dirty: false, error: untrusted, result };
+      }
       const bmc = deps.power(node);
       await bmc.setBootDevice('disk', { persistent: true });
       await bmc.powerOn();
     } catch (e) {
+      deps.boot.disarm(node);
       const error = asStackctlError(e, 'E_DEPLOY_INTERNAL');
       await powerOffQuietly(deps, node);
       deps.nodes.apply(node, NodeEvent.FAIL, `${error.code}: ${error.message}`);
@@ -592,8 +636,15 @@ export async function reconcileUndeploy(deps: DeployDeps, target: DeployTarget):
   const began = enteredAt(record, NodeState.CLEAN_WAIT) ?? 0;
   const result = deps.results.since(node, enteredAt(record, NodeState.CLEANING) ?? began);
   if (result) {
-    deps.boot.disarm(node);
     await awaitAgentPowerOff(deps, node).catch(() => powerOffQuietly(deps, node));
+    // as for a deploy: a forged "cleaned" must not make the node available
+    const suspicion = deps.boot.suspicion(node);
+    deps.boot.disarm(node);
+    if (suspicion) {
+      const error = suspectError(node, suspicion, 'clean');
+      deps.nodes.apply(node, NodeEvent.FAIL, `${error.code}: ${error.message}`);
+      return { node, state: NodeState.CLEAN_FAILED, dirty: false, error, result };
+    }
     if (result.status !== 'ok') {
       const error = new RemoteError('E_AGENT_CLEAN', `node '${node}': cleaning failed: ${result.message ?? ''}`, {
         hint: 'Look at the node console for the agent lines; then manage the node and clean it again.',

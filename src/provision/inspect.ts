@@ -17,10 +17,9 @@
  * `onReport` callback writes it (`introspectionReportHandler`) before the
  * token is spent, so an accepted report is never lost.
  */
-import { existsSync } from 'node:fs';
 import type { BmcDriver } from '../bmc/driver.js';
 import { InputError, StackctlError, TimeoutError, messageOf } from '../core/errors.js';
-import { readTextFile, writeFileAtomic } from '../core/fs.js';
+import { readTextFileIfExists, writeFileAtomic } from '../core/fs.js';
 import type { AgentReport, BootServer, Introspection } from '../pxe/http.js';
 import type { NodeRecord, NodeStateStore } from './machine.js';
 import { NodeEvent, NodeState } from './states.js';
@@ -51,48 +50,65 @@ export function introspectionFileFor(inventoryFile: string): string {
   return inventoryFile.replace(/\.ya?ml$/, '') + '.introspection.json';
 }
 
+/** Side effects of an IntrospectionStore (tests keep the file in memory: pass `read` and `write` together). */
+export interface IntrospectionStoreOptions {
+  readonly write?: (file: string, text: string) => void;
+  /** The file's text, or undefined when there is none. */
+  readonly read?: (file: string) => string | undefined;
+  readonly now?: () => Date;
+}
+
 /**
  * The hardware reports of one inventory's nodes, in
  * `<inventory>.introspection.json` (written atomically on every put).
  * NOTE: beside the node state file rather than in it: the node record holds
  * the lifecycle only, and reports are large and replaced wholesale.
+ * `put()` reads the file first and, when another store wrote it since this
+ * one last read or wrote it, keeps the reports found there (see
+ * NodeStateStore: the same read-modify-write).
  */
 export class IntrospectionStore {
   readonly #nodes = new Map<string, StoredIntrospection>();
   readonly #write: (file: string, text: string) => void;
+  readonly #read: (file: string) => string | undefined;
   readonly #now: () => Date;
+  /** The file's text as this store last read or wrote it (undefined: no file). */
+  #seen: string | undefined;
 
   private constructor(
     readonly file: string,
-    options: { readonly write?: (file: string, text: string) => void; readonly now?: () => Date },
+    options: IntrospectionStoreOptions,
   ) {
     this.#write = options.write ?? ((f, t) => writeFileAtomic(f, t));
+    this.#read = options.read ?? ((f) => readTextFileIfExists(f, 64 * 1024 * 1024));
     this.#now = options.now ?? (() => new Date());
   }
 
   /** Open the store; a missing file holds no reports. */
-  static open(
-    file: string,
-    options: { readonly write?: (file: string, text: string) => void; readonly now?: () => Date } = {},
-  ): IntrospectionStore {
+  static open(file: string, options: IntrospectionStoreOptions = {}): IntrospectionStore {
     const store = new IntrospectionStore(file, options);
-    if (existsSync(file)) {
-      let parsed: unknown;
+    store.#load(store.#read(file));
+    return store;
+  }
+
+  #load(text: string | undefined): void {
+    let f: Partial<IntrospectionFile> | undefined;
+    if (text !== undefined) {
       try {
-        parsed = JSON.parse(readTextFile(file, 64 * 1024 * 1024));
+        f = JSON.parse(text) as Partial<IntrospectionFile>;
       } catch {
-        parsed = undefined;
+        f = undefined;
       }
-      const f = parsed as Partial<IntrospectionFile> | undefined;
       if (!f || f.version !== 1 || typeof f.nodes !== 'object' || f.nodes === null) {
-        throw new InputError('E_INTROSPECTION_FILE', `introspection file ${file}: unknown format`, {
+        throw new InputError('E_INTROSPECTION_FILE', `introspection file ${this.file}: unknown format`, {
           hint: 'Remove the file: the next inspection writes it again.',
-          location: { file },
+          location: { file: this.file },
         });
       }
-      for (const [name, entry] of Object.entries(f.nodes)) store.#nodes.set(name, entry);
     }
-    return store;
+    this.#nodes.clear();
+    for (const [name, entry] of Object.entries(f?.nodes ?? {})) this.#nodes.set(name, entry);
+    this.#seen = text;
   }
 
   /** The node's last report, if any. */
@@ -102,13 +118,17 @@ export class IntrospectionStore {
 
   /** Keep a report (replacing the node's earlier one) and write the file before returning. */
   put(node: string, data: Introspection): StoredIntrospection {
+    const current = this.#read(this.file);
+    if (current !== this.#seen) this.#load(current);
     const entry: StoredIntrospection = { receivedAt: this.#now().toISOString(), data };
     const next = new Map(this.#nodes).set(node, entry);
     const nodes: Record<string, StoredIntrospection> = {};
     for (const name of [...next.keys()].sort()) nodes[name] = next.get(name)!;
+    const text = JSON.stringify({ version: 1, nodes } satisfies IntrospectionFile, null, 2) + '\n';
     // write first: a failed write must not leave memory ahead of the file (and makes the server answer 500)
-    this.#write(this.file, JSON.stringify({ version: 1, nodes } satisfies IntrospectionFile, null, 2) + '\n');
+    this.#write(this.file, text);
     this.#nodes.set(node, entry);
+    this.#seen = text;
     return entry;
   }
 }
@@ -162,13 +182,14 @@ function enteredAt(record: NodeRecord, state: NodeState): number | undefined {
   return undefined;
 }
 
-/** Arm a new token, boot from the network once, power cycle. Each step may be repeated. */
+/** Boot from the network once, power off, arm a new token, power on. Each step may be repeated. */
 async function bootRamdisk(deps: InspectDeps, node: string): Promise<void> {
-  deps.boot.arm(node, 'inspect');
   const bmc = deps.power(node);
   await bmc.setBootDevice('pxe', { persistent: false });
   // a node already on (an earlier attempt, an OS) must boot again to pick the network up
   if ((await bmc.powerState()) === 'on') await bmc.powerOff();
+  // armed while off: a node still running could fetch the boot script, which is served once
+  deps.boot.arm(node, 'inspect');
   await bmc.powerOn();
 }
 

@@ -5,10 +5,9 @@
  * new file). Workflows call `apply()` before and after each side effect, so
  * after a crash the file says where each node stood.
  */
-import { existsSync } from 'node:fs';
 import { ExitCode, InputError, StackctlError } from '../core/errors.js';
 import { type EventSink, NO_EVENTS } from '../core/events.js';
-import { readTextFile, writeFileAtomic } from '../core/fs.js';
+import { readTextFileIfExists, writeFileAtomic } from '../core/fs.js';
 import { NodeState, TRANSITIONS, isNodeEvent, isNodeState, type NodeEvent } from './states.js';
 
 /** One applied event, as kept in a node's history. */
@@ -92,25 +91,44 @@ interface NodesFile {
   readonly nodes: Record<string, { state: NodeState; history: HistoryEntry[] }>;
 }
 
+/** Largest node state file read (a guard against a mistaken path). */
+const MAX_NODES_FILE = 64 * 1024 * 1024;
+
 /** Options of a NodeStateStore; side effects are injectable. */
 export interface NodeStateStoreOptions {
   readonly events?: EventSink;
   readonly now?: () => Date;
-  /** Where the file is written; tests may count or fail writes. */
+  /** Where the file is written; tests may count or fail writes (and then pass `read` from the same place). */
   readonly write?: (file: string, text: string) => void;
+  /** How the file is read: its text, or undefined when there is none. */
+  readonly read?: (file: string) => string | undefined;
 }
 
 /**
  * The node records of one inventory, backed by `<inventory>.nodes.json`.
  * Every `apply()` writes the whole file atomically before it returns, so the
  * caller may take its next side effect knowing the state is on disk.
- * One process owns the file at a time (the deploy host runs one stackctl).
+ *
+ * `apply()` is a read-modify-write of the file: it reads the file first and,
+ * when it is no longer what this store last read or wrote (another store of
+ * the same file wrote it: a second store in this process, or a run of a
+ * stackctl that did not hold the run lock), takes the file's records and
+ * applies the event to the node as the file has it; a change made
+ * elsewhere is never overwritten, and an event that no longer fits the
+ * node's state is refused (InvalidTransition). Read, check and write are
+ * synchronous, so the nodes a run works on in parallel cannot interleave
+ * inside one apply. Between processes the inventory's run lock
+ * (src/core/lock.ts) keeps a second writer out; `get()` answers from memory,
+ * as of this store's last read or write.
  */
 export class NodeStateStore {
   readonly #records = new Map<string, NodeRecord>();
   readonly #events: EventSink;
   readonly #now: () => Date;
   readonly #write: (file: string, text: string) => void;
+  readonly #read: (file: string) => string | undefined;
+  /** The file's text as this store last read or wrote it (undefined: no file). */
+  #seen: string | undefined;
 
   private constructor(
     readonly file: string,
@@ -119,15 +137,22 @@ export class NodeStateStore {
     this.#events = options.events ?? NO_EVENTS;
     this.#now = options.now ?? (() => new Date());
     this.#write = options.write ?? ((f, t) => writeFileAtomic(f, t));
+    this.#read = options.read ?? ((f) => readTextFileIfExists(f, MAX_NODES_FILE));
   }
 
   /** Open the store; a missing file means every node is still in enroll. */
   static open(file: string, options: NodeStateStoreOptions = {}): NodeStateStore {
     const store = new NodeStateStore(file, options);
-    if (existsSync(file)) {
-      for (const rec of parseNodesFile(file, readTextFile(file, 64 * 1024 * 1024))) store.#records.set(rec.name, rec);
-    }
+    store.#load(store.#read(file));
     return store;
+  }
+
+  /** Take the records of the file's text (undefined: no file, every node in enroll). */
+  #load(text: string | undefined): void {
+    const records = text === undefined ? [] : parseNodesFile(this.file, text);
+    this.#records.clear();
+    for (const rec of records) this.#records.set(rec.name, rec);
+    this.#seen = text;
   }
 
   /** The node's record (enroll with no history when it was never touched). */
@@ -145,13 +170,17 @@ export class NodeStateStore {
    * Refuses invalid transitions (InvalidTransition) without writing anything.
    */
   apply(name: string, event: NodeEvent, reason = ''): NodeRecord {
+    const current = this.#read(this.file);
+    if (current !== this.#seen) this.#load(current);
     const before = this.get(name);
     const after = applyEvent(before, event, reason, this.#now());
     const next = new Map(this.#records).set(name, after);
+    const text = serialize(next);
     // NOTE: write first, then update memory: a failed write must not leave the
     // in-memory view ahead of the file
-    this.#write(this.file, serialize(next));
+    this.#write(this.file, text);
     this.#records.set(name, after);
+    this.#seen = text;
     this.#events.emit({ kind: 'node.state', node: name, from: before.state, event, to: after.state });
     return after;
   }

@@ -5,7 +5,7 @@
  * one node's failure never stops the others. Per node it records the wall
  * time of each phase and the bytes the boot server sent it, emits JSON-lines
  * events, and, when given an SSH pool, proves the deployed system answers
- * SSH with the host key stackctl generated for it.
+ * SSH with the host key its deploy agent made on it and reported.
  *
  * Re-entrant: with `resume`, nodes already in a deploy (or undeploy/clean)
  * state carry on from what their BMC and agent say; nodes already at the

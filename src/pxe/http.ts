@@ -5,8 +5,16 @@
  *
  * Tokens are secrets: they are never logged or put in events, kept only as
  * long as a node is armed, compared in constant time (on their SHA-256, so
- * the lengths compared are always equal), and spent by the first accepted
- * call.
+ * the lengths compared are always equal), and spent by the last call of a
+ * boot (the report or the result).
+ *
+ * What hands out or uses a token answers only the node's own address, the
+ * one dnsmasq's static lease gives its MAC: the boot script (which carries
+ * the token) is served once per arming, and the agent API refuses every
+ * other client. A refusal answers 403 and emits `pxe.refused`; a repeated
+ * boot script or the node's token shown from another address also marks the
+ * arming as suspect (`suspicion()`), so the workflow trusts nothing the node
+ * reports afterwards.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { createReadStream, statSync, type Stats } from 'node:fs';
@@ -92,6 +100,14 @@ export const AgentResultSchema = Type.Object(
     message: Type.Optional(Type.String({ maxLength: 4096 })),
     root_device: Type.Optional(Type.String({ pattern: '^/dev/' })),
     image_sha256: Type.Optional(Type.String({ pattern: '^[0-9a-f]{64}$' })),
+    /**
+     * The public half of the SSH host key the agent generated in the deployed
+     * system (OpenSSH line), when the command asked for one. The private half
+     * never leaves the node.
+     */
+    host_key: Type.Optional(
+      Type.String({ pattern: '^ssh-ed25519 [A-Za-z0-9+/]{1,1024}={0,3}(?: [\\x21-\\x7e]{1,255})?$' }),
+    ),
     /** Seconds the agent spent per step, by its own clock (write-image, configure, clean, ...). */
     timings: Type.Optional(
       Type.Record(Type.String({ pattern: '^[a-z][a-z0-9-]{0,63}$' }), Type.Number({ minimum: 0 }), {
@@ -121,7 +137,8 @@ export type BootPurpose = 'inspect' | 'clean' | 'deploy';
  * The agent endpoints: their method, body schema, the purposes whose token
  * they accept, and whether an accepted call spends the token. Only the last
  * call of a boot spends it (the report or the result); the command and the
- * heartbeats in between leave it usable.
+ * heartbeats in between leave it usable. The command itself is handed out
+ * once (see `BootServer`).
  */
 export const AGENT_ENDPOINTS = {
   introspection: { method: 'POST', schema: IntrospectionSchema, purposes: ['inspect'], spends: true },
@@ -145,7 +162,10 @@ export interface AgentFile {
   /** Absolute path inside the deployed system. */
   readonly path: string;
   readonly mode: number;
-  /** Contents; a Secret for private keys (never logged, only sent to the agent). */
+  /**
+   * Contents; a Secret for anything confidential (never logged; a command
+   * holding one is served once, see `BootServer`).
+   */
   readonly content: string | Secret;
 }
 
@@ -177,6 +197,12 @@ export type AgentCommand =
       /** Size of the compressed file: the agent checks it in RAM first when it fits. */
       readonly bytes: number;
       readonly hints: AgentDiskHints;
+      /**
+       * Have the agent generate the node's SSH host key in the deployed system
+       * (with that system's ssh-keygen) and report its public half in the
+       * result: no private key crosses the network.
+       */
+      readonly hostKey?: { readonly type: 'ed25519'; readonly comment: string };
       readonly files: readonly AgentFile[];
     }
   | { readonly kind: 'clean' }
@@ -199,8 +225,13 @@ export interface AgentContact {
 export interface BootNode {
   readonly name: string;
   readonly mac: string;
-  /** Its provisioning address (static DHCP lease): bytes served to it are counted per node. */
-  readonly ip?: string;
+  /**
+   * Its provisioning address: the static lease dnsmasq gives its MAC (the
+   * same IPAM address goes into dnsmasq's hosts file). The node's boot script
+   * and the agent API answer requests from this address only; bytes of boot
+   * files sent to it are counted per node.
+   */
+  readonly ip: string;
 }
 
 /** Options of the boot server; side effects are injectable. */
@@ -230,14 +261,42 @@ export interface BootServerOptions {
   readonly maxBodyBytes?: number;
 }
 
+/** One arming of a node: from `arm()` to `disarm()` or the next `arm()`. */
 interface Armed {
   readonly token: Secret;
   readonly digest: Buffer;
   readonly purpose: BootPurpose;
   readonly expires: number;
   readonly command: AgentCommand | undefined;
+  /** A spending call is being stored: a second one is refused meanwhile. */
   inFlight: boolean;
+  /** The token was spent (report or result accepted); the arming stays known until disarm. */
+  spent: boolean;
   contact: AgentContact | undefined;
+  /** The boot script (with the token) went to the node: never again in this arming. */
+  scriptServed: boolean;
+  /** The command (not `wait`) was answered at least once. */
+  commandServed: boolean;
+  /** A heartbeat or result came after the command: the agent has it, it is not served again. */
+  commandTaken: boolean;
+  /** Why this arming can no longer be trusted, once it cannot. */
+  suspicion: string | undefined;
+}
+
+/** What a refused request asked for, for the `pxe.refused` event. */
+type Asked = 'boot script' | AgentEndpoint;
+
+/** Reasons of refusals (the event says why; the answer does not). */
+const NOT_FROM_NODE = "not from the node's address";
+
+/** True when the command holds confidential contents: served once, never re-sent. */
+function carriesSecret(cmd: AgentCommand | undefined): boolean {
+  return cmd?.kind === 'deploy' && cmd.files.some((f) => f.content instanceof Secret);
+}
+
+/** The client's address as the node table writes it (IPv4-mapped IPv6 unwrapped). */
+function clientOf(req: IncomingMessage): string {
+  return (req.socket.remoteAddress ?? '').replace(/^::ffff:/, '');
 }
 
 /** Characters allowed in the values of a command line (they are split on blanks by the agent's shell). */
@@ -257,11 +316,12 @@ function commandWord(what: string, value: string): string {
 
 /**
  * The command as the agent's shell reads it: one `key value...` line each,
- * file contents in base64. Contains secrets (host private keys): sent only to
- * the node's token, never logged.
+ * file contents in base64, and a last line `end` (the agent acts only on a
+ * complete answer). May contain secrets (Secret file contents): sent only to
+ * the node, never logged.
  */
 export function renderAgentCommand(cmd: AgentCommand, filesUrl: string): string {
-  if (cmd.kind !== 'deploy') return `${cmd.kind}\n`;
+  if (cmd.kind !== 'deploy') return `${cmd.kind}\nend\n`;
   const lines = [
     'deploy',
     `image ${commandWord('image URL', `${filesUrl}/${cmd.image}`)} ${cmd.sha256} ${cmd.rawBytes} ${cmd.bytes}`,
@@ -276,6 +336,7 @@ export function renderAgentCommand(cmd: AgentCommand, filesUrl: string): string 
     }
     lines.push(`hint ${commandWord('hint name', key)} ${v}`);
   }
+  if (cmd.hostKey) lines.push(`hostkey ${cmd.hostKey.type} ${commandWord('host key comment', cmd.hostKey.comment)}`);
   for (const f of cmd.files) {
     if (!COMMAND_PATH.test(f.path) || f.path.split('/').includes('..')) {
       throw new InputError('E_AGENT_COMMAND', `file path '${f.path}' cannot be sent to the agent`, {
@@ -287,6 +348,7 @@ export function renderAgentCommand(cmd: AgentCommand, filesUrl: string): string 
       `file ${(f.mode & 0o7777).toString(8).padStart(4, '0')} ${f.path} ${Buffer.from(content).toString('base64')}`,
     );
   }
+  lines.push('end');
   return lines.join('\n') + '\n';
 }
 
@@ -298,7 +360,15 @@ function digestOf(token: string): Buffer {
   return createHash('sha256').update(token, 'utf8').digest();
 }
 
-/** The HTTP boot server. Start it with `BootServer.start()`. */
+/**
+ * The HTTP boot server. Start it with `BootServer.start()`.
+ *
+ * Single use: an armed node's boot script is served once, to the node's
+ * address; a deploy command holding a Secret is served once; any other
+ * command is served again (a truncated read is retried) until the agent's
+ * next call shows it has it. What these rules refuse gets 403 and a
+ * `pxe.refused` event; boot files (`/files/`) are served to anyone.
+ */
 export class BootServer {
   readonly #server: Server;
   readonly #opts: BootServerOptions;
@@ -321,7 +391,7 @@ export class BootServer {
     this.#opts = opts;
     this.#byName = new Map(opts.nodes.map((n) => [n.name, n]));
     this.#byMac = new Map(opts.nodes.map((n) => [macHexhyp(n.mac), n]));
-    this.#byIp = new Map(opts.nodes.filter((n) => n.ip).map((n) => [n.ip!, n.name]));
+    this.#byIp = new Map(opts.nodes.map((n) => [n.ip, n.name]));
     this.#events = opts.events ?? NO_EVENTS;
     this.#now = opts.now ?? Date.now;
     this.#newToken = opts.newToken ?? (() => randomBytes(32).toString('base64url'));
@@ -362,7 +432,9 @@ export class BootServer {
 
   /**
    * Expect the node to boot from the network for `purpose`: issues a new
-   * token (replacing any earlier one) that its boot script carries.
+   * token (replacing any earlier one, and the earlier arming's single-use
+   * marks and suspicion) that its boot script carries. Arm a node while it is
+   * off: its boot script is served once.
    */
   arm(node: string, purpose: BootPurpose, command?: AgentCommand): void {
     if (!this.#byName.has(node)) {
@@ -380,13 +452,31 @@ export class BootServer {
       expires: this.#now() + (this.#opts.tokenTtlMs ?? 3_600_000),
       command,
       inFlight: false,
+      spent: false,
       contact: undefined,
+      scriptServed: false,
+      commandServed: false,
+      commandTaken: false,
+      suspicion: undefined,
     });
   }
 
   /** When the agent of an armed node last called (command or heartbeat); undefined before its first call. */
   agentContact(node: string): AgentContact | undefined {
-    return this.#armed.get(node)?.contact;
+    const armed = this.#armed.get(node);
+    return armed && !armed.spent ? armed.contact : undefined;
+  }
+
+  /**
+   * Why the node's current arming can no longer be trusted, or undefined:
+   * its boot script was asked for a second time (the node rebooted during its
+   * network boot, or another machine took the script first), or its token was
+   * shown from another address. Kept after the token is spent, until
+   * `disarm()` or the next `arm()`: a workflow checks it before it trusts a
+   * result. Never holds the token.
+   */
+  suspicion(node: string): string | undefined {
+    return this.#armed.get(node)?.suspicion;
   }
 
   /** How many boot scripts the node's MAC asked for since the server started. */
@@ -406,7 +496,8 @@ export class BootServer {
 
   /** True while the node holds an unspent token. */
   isArmed(node: string): boolean {
-    return this.#armed.has(node);
+    const armed = this.#armed.get(node);
+    return armed !== undefined && !armed.spent;
   }
 
   /** Stop listening and drop open connections. */
@@ -427,12 +518,14 @@ export class BootServer {
     if (method !== 'GET' && method !== 'HEAD') return send(res, 405, 'use GET\n', { Allow: 'GET, HEAD' });
     if (path === '/boot.ipxe') return send(res, 200, chainScript(this.url), IPXE);
     const script = SCRIPT_PATH.exec(path);
-    if (script) return this.#script(res, script[1]!, path);
+    // HEAD must not use up a script that is served once
+    if (script && method !== 'GET') return send(res, 405, 'use GET\n', { Allow: 'GET' });
+    if (script) return this.#script(req, res, script[1]!, path);
     if (path.startsWith('/files/')) return this.#file(req, res, path.slice('/files/'.length));
     return send(res, 404, 'not found\n');
   }
 
-  #script(res: ServerResponse, mac: string, path: string): void {
+  #script(req: IncomingMessage, res: ServerResponse, mac: string, path: string): void {
     const node = this.#byMac.get(mac);
     if (!node) {
       this.#events.emit({ kind: 'pxe.unknown-mac', mac: mac.replace(/-/g, ':'), path });
@@ -440,7 +533,18 @@ export class BootServer {
     }
     this.#scripts.set(node.name, (this.#scripts.get(node.name) ?? 0) + 1);
     const armed = this.#armed.get(node.name);
-    if (!armed || armed.expires < this.#now()) return send(res, 200, localBootScript(node.name), IPXE);
+    // not armed (or an unused token expired): boot the disk; that answer holds nothing
+    if (!armed || (!armed.scriptServed && armed.expires < this.#now())) {
+      return send(res, 200, localBootScript(node.name), IPXE);
+    }
+    const client = clientOf(req);
+    if (client !== node.ip) return this.#forbid(res, node, client, 'boot script', NOT_FROM_NODE);
+    if (armed.scriptServed) {
+      // the node rebooted during its network boot, or someone else took the script (and the token) first
+      armed.suspicion ??= `its boot script was asked for a second time (from ${client})`;
+      return this.#forbid(res, node, client, 'boot script', 'boot script already served in this arming');
+    }
+    armed.scriptServed = true;
     const files = `${this.url}/files`;
     const text = nodeScript({
       node: node.name,
@@ -519,12 +623,26 @@ export class BootServer {
   async #agent(req: IncomingMessage, res: ServerResponse, name: string, endpointName: string): Promise<void> {
     if (!Object.hasOwn(AGENT_ENDPOINTS, endpointName)) return send(res, 404, 'unknown endpoint\n');
     const endpoint = endpointName as AgentEndpoint;
-    if (!this.#byName.has(name)) return send(res, 404, 'unknown node\n');
+    const node = this.#byName.get(name);
+    if (!node) return send(res, 404, 'unknown node\n');
+    const client = clientOf(req);
+    if (client !== node.ip) {
+      // a valid token shown from elsewhere has left the node: nothing it reports can be trusted now
+      const leaked = this.#checkToken(name, endpoint, req.headers.authorization) === undefined;
+      if (leaked) this.#armed.get(name)!.suspicion ??= `its token was shown from ${client}`;
+      return this.#forbid(
+        res,
+        node,
+        client,
+        endpoint,
+        leaked ? `${NOT_FROM_NODE}, with the node's valid token` : NOT_FROM_NODE,
+      );
+    }
     // check before reading the body, and again (synchronously) before spending the token
     const early = this.#checkToken(name, endpoint, req.headers.authorization);
     if (early !== undefined) return this.#refuse(res, name, endpoint, early);
     const spec = AGENT_ENDPOINTS[endpoint];
-    if (spec.schema === undefined) return this.#command(res, name);
+    if (spec.schema === undefined) return this.#command(res, node, client);
 
     const raw = await readBody(req, this.#opts.maxBodyBytes ?? 1024 * 1024);
     if (raw === undefined) return send(res, 413, 'body too large\n');
@@ -552,6 +670,8 @@ export class BootServer {
     const reason = this.#checkToken(name, endpoint, req.headers.authorization);
     if (reason !== undefined) return this.#refuse(res, name, endpoint, reason);
     const armed = this.#armed.get(name)!;
+    // the agent calls on after reading its command: it has it
+    if (armed.commandServed) armed.commandTaken = true;
     if (!spec.spends) {
       this.#touch(armed, (data as Heartbeat).step);
       try {
@@ -570,21 +690,39 @@ export class BootServer {
       armed.inFlight = false;
       return sendJson(res, 500, { code: 'E_AGENT_STORE', message: 'the report could not be stored; retry' });
     }
-    this.#armed.delete(name);
+    // spent, but the arming is kept until disarm: a boot script asked for now is still a repeat
+    armed.spent = true;
+    armed.inFlight = false;
     const spent = this.#spent.get(name) ?? [];
     this.#spent.set(name, [...spent, armed.digest].slice(-16));
     this.#events.emit({ kind: 'pxe.agent-report', node: name, endpoint });
     sendJson(res, 202, { accepted: true });
   }
 
-  /** The armed node's command, as text; `wait` while there is none. Marks the agent as alive. */
-  #command(res: ServerResponse, node: string): void {
-    const armed = this.#armed.get(node)!;
+  /**
+   * The armed node's command, as text; `wait` while there is none. Marks the
+   * agent as alive. A command with a Secret is answered once; any other until
+   * the agent's next heartbeat or result (a truncated read can be retried).
+   */
+  #command(res: ServerResponse, node: BootNode, client: string): void {
+    const armed = this.#armed.get(node.name)!;
+    if (armed.command && (armed.commandTaken || (armed.commandServed && carriesSecret(armed.command)))) {
+      return this.#forbid(
+        res,
+        node,
+        client,
+        'command',
+        armed.commandTaken ? 'command already taken by the agent' : 'command with key material already served',
+      );
+    }
     const first = armed.contact === undefined;
     this.#touch(armed, 'command');
-    const text = armed.command ? renderAgentCommand(armed.command, `${this.url}/files`) : 'wait\n';
-    if (first) this.#events.emit({ kind: 'pxe.agent-command', node, command: armed.command?.kind ?? 'wait' });
-    // the answer may carry host private keys: no caches in between
+    const text = armed.command ? renderAgentCommand(armed.command, `${this.url}/files`) : 'wait\nend\n';
+    if (armed.command) armed.commandServed = true;
+    if (first) {
+      this.#events.emit({ kind: 'pxe.agent-command', node: node.name, command: armed.command?.kind ?? 'wait' });
+    }
+    // the answer may carry secrets: no caches in between
     send(res, 200, text, { 'Cache-Control': 'no-store' });
   }
 
@@ -599,9 +737,9 @@ export class BootServer {
     if (!m) return 'no bearer token';
     const digest = digestOf(m[1]!);
     const armed = this.#armed.get(node);
-    if (!armed || !timingSafeEqual(digest, armed.digest)) {
+    if (!armed || armed.spent || !timingSafeEqual(digest, armed.digest)) {
       const replay = (this.#spent.get(node) ?? []).some((d) => timingSafeEqual(d, digest));
-      return replay ? 'token already used' : armed ? 'wrong token' : 'node not armed';
+      return replay ? 'token already used' : armed && !armed.spent ? 'wrong token' : 'node not armed';
     }
     if (armed.inFlight) return 'token already used';
     if (armed.expires < this.#now()) return 'token expired';
@@ -609,6 +747,14 @@ export class BootServer {
       return `token is for ${armed.purpose}`;
     }
     return undefined;
+  }
+
+  /** 403 for a request the node's arming does not allow (wrong address, asked twice), with an event. */
+  #forbid(res: ServerResponse, node: BootNode, client: string, asked: Asked, reason: string): void {
+    this.#events.emit({ kind: 'pxe.refused', node: node.name, mac: node.mac, client, asked, reason });
+    // as for tokens, the answer does not say why
+    if (asked === 'boot script') return send(res, 403, 'forbidden\n');
+    sendJson(res, 403, { code: 'E_BOOT_FORBIDDEN', message: 'forbidden' });
   }
 
   #refuse(res: ServerResponse, node: string, endpoint: AgentEndpoint, reason: string): void {

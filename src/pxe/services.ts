@@ -120,7 +120,7 @@ export async function startBootServices(o: BootServicesOptions): Promise<BootSer
       ...(host ? { serverAddress: host } : {}),
       ...(o.ipv6Prefix ? { ipv6Prefix: o.ipv6Prefix } : {}),
     });
-  settings(o.httpPort || 8080);
+  const { leases } = settings(o.httpPort || 8080);
   const server = await BootServer.start({
     host: host!,
     port: o.httpPort,
@@ -128,12 +128,9 @@ export async function startBootServices(o: BootServicesOptions): Promise<BootSer
     kernel: o.kernel,
     initrd: o.initrd,
     kernelArgs: o.kernelArgs ?? LAB_KERNEL_ARGS,
-    nodes: o.inventory.nodes.flatMap((n) => {
-      const nic = n.nics.find((x) => x.network === PROVISIONING);
-      // the address lets the server count the bytes each node fetched (the figures of nodes provision)
-      const ip = o.addresses.get(n.name)?.[PROVISIONING];
-      return nic ? [{ name: n.name, mac: nic.mac.toLowerCase(), ...(ip ? { ip } : {}) }] : [];
-    }),
+    // dnsmasq's static leases, MAC -> address: the server answers a node's boot script and agent
+    // calls from the address its lease gives it, and counts the bytes each node fetched
+    nodes: leases.map((l) => ({ name: l.node, mac: l.mac, ip: l.ip })),
     onReport: o.onReport,
     ...(o.events ? { events: o.events } : {}),
   });

@@ -126,8 +126,28 @@ export function recordHostKey(file: string, host: string, port: number, publicKe
   return key;
 }
 
-/** The error for a refused host key: names node, address and every fingerprint involved. */
-export function hostKeyError(check: HostKeyCheck, node: string, host: string, port: number): AuthError {
+/**
+ * The command that replaces a node's changed host key in known_hosts, for
+ * hints: `nodes trust` never replaces one on `--yes` alone, only when
+ * `--replace-changed-key` names the node.
+ */
+export function replaceKeyCommand(node: string, port: number, inventory = 'INVENTORY'): string {
+  const sshPort = port === DEFAULT_SSH_PORT ? '' : ` --ssh-port ${port}`;
+  return `stackctl nodes trust -i ${inventory} --node ${node}${sshPort} --replace-changed-key ${node}`;
+}
+
+/**
+ * The error for a refused host key: names node, address and every
+ * fingerprint involved. `inventory` (the file as the operator gave it) makes
+ * the hints' commands ready to run.
+ */
+export function hostKeyError(
+  check: HostKeyCheck,
+  node: string,
+  host: string,
+  port: number,
+  inventory = 'INVENTORY',
+): AuthError {
   const where = `${node} (${knownHostName(host, port)})`;
   const details = {
     node,
@@ -142,7 +162,7 @@ export function hostKeyError(check: HostKeyCheck, node: string, host: string, po
         'E_HOST_KEY_UNKNOWN',
         `${where}: host key ${check.offered.type} ${check.offered.fingerprint} is not in the known hosts file`,
         {
-          hint: `Compare the fingerprint with the node's console (ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub), then run 'stackctl nodes trust -i INVENTORY --node ${node} --yes'.`,
+          hint: `Compare the fingerprint with the node's console (ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub), then run 'stackctl nodes trust -i ${inventory} --node ${node}${port === DEFAULT_SSH_PORT ? '' : ` --ssh-port ${port}`} --yes'.`,
           details,
         },
       );
@@ -151,7 +171,9 @@ export function hostKeyError(check: HostKeyCheck, node: string, host: string, po
         'E_HOST_KEY_CHANGED',
         `${where}: HOST KEY CHANGED: recorded ${check.recorded.map((k) => `${k.type} ${k.fingerprint}`).join(', ')}; offered ${check.offered.type} ${check.offered.fingerprint}`,
         {
-          hint: `Someone may be intercepting the connection, or the node was reinstalled. If it was reinstalled, verify the new fingerprint on its console and run 'stackctl nodes trust -i INVENTORY --node ${node} --yes'.`,
+          hint:
+            `Someone may be intercepting the connection, or the node was reinstalled outside stackctl (a stackctl deploy records the new key itself). ` +
+            `Compare ${check.offered.fingerprint} with the node's console (ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub); only if they match, run '${replaceKeyCommand(node, port, inventory)}'. --yes alone never replaces a changed key.`,
           details,
         },
       );

@@ -9,6 +9,7 @@ import type { RoleInfo } from '../inventory/semantic.js';
 import type { SecretSpec } from '../inventory/secrets.js';
 import type { SettingSpec } from '../inventory/settings.js';
 import { RoleSchema, ServiceSchema, type Role, type Service, type ServiceFile } from './schema.js';
+import { SINGLE_ROLES, serviceRoles, type ServiceRoles } from './service-roles.js';
 import { settingSpecs } from './settings.js';
 import { compileTemplate, type Template } from './templates.js';
 
@@ -25,6 +26,8 @@ export interface Catalog {
   readonly templates: ReadonlyMap<string, Template>;
   /** Role facts the inventory checks need. */
   readonly roleInfo: ReadonlyMap<string, RoleInfo>;
+  /** What generic code knows of the services (their `provides`, `cluster_check`, `agent`). */
+  readonly provides: ServiceRoles;
 }
 
 interface Loaded<T> {
@@ -184,6 +187,48 @@ export function loadCatalog(dir: string): Catalog {
         );
     }
   }
+  // Each role of `provides` belongs to one service at most; the containers it names are the service's.
+  const providers = new Map<string, string>();
+  for (const { value: svc, source } of services.values()) {
+    const containerNames = new Set(svc.containers.map((c) => c.name));
+    for (const role of SINGLE_ROLES) {
+      const entry = svc.provides?.[role];
+      if (!entry) continue;
+      const other = providers.get(role);
+      if (other)
+        issues.push(
+          issue(
+            source,
+            ['provides', role],
+            'E_PROVIDES_TWICE',
+            `${svc.name} provides ${role}, which ${other} provides already`,
+            `One service provides ${role}: remove it from one of roles/services/${svc.name}.yaml and ${other}.yaml.`,
+          ),
+        );
+      providers.set(role, svc.name);
+      const named = (entry as { container?: string }).container;
+      if (named !== undefined && !containerNames.has(named))
+        issues.push(
+          issue(
+            source,
+            ['provides', role, 'container'],
+            'E_UNKNOWN_CONTAINER',
+            `provides.${role} names unknown container '${named}'`,
+            `Containers of ${svc.name}: ${[...containerNames].join(', ')}.`,
+          ),
+        );
+    }
+    if (svc.cluster_check && !containerNames.has(svc.cluster_check.container))
+      issues.push(
+        issue(
+          source,
+          ['cluster_check', 'container'],
+          'E_UNKNOWN_CONTAINER',
+          `cluster_check names unknown container '${svc.cluster_check.container}'`,
+          `Containers of ${svc.name}: ${[...containerNames].join(', ')}.`,
+        ),
+      );
+  }
   for (const { value: role, source } of roles.values()) {
     role.services.forEach((s, i) => {
       if (!services.has(s))
@@ -209,13 +254,15 @@ export function loadCatalog(dir: string): Catalog {
       settings: new Map([...settings].filter(([, spec]) => role.services.includes(spec.service))),
     });
   }
+  const typed = new Map([...services].map(([k, v]) => [k, withDefaults(v.value, settings)]));
   return {
     dir,
     roles: new Map([...roles].map(([k, v]) => [k, v.value])),
-    services: new Map([...services].map(([k, v]) => [k, withDefaults(v.value, settings)])),
+    services: typed,
     settings,
     templates,
     roleInfo,
+    provides: serviceRoles(typed.values()),
   };
 }
 

@@ -217,6 +217,17 @@ export const UpgradeSchema = Type.Object(
     contract: Commands('online: remove old schema, once no old-version service is up'),
     offline: Commands('offline: migrations run while every API of the service is stopped'),
     check: Commands('pre-upgrade checks (e.g. nova-status upgrade check)'),
+    fast_forward_settings: Type.Optional(
+      Type.Record(
+        Type.String({ pattern: '^[a-z][a-z0-9_]*$' }),
+        Type.Union([Type.String(), Type.Number(), Type.Boolean()]),
+        {
+          description:
+            "settings the target's configs of the whole cloud get during a fast-forward that moves this service; " +
+            'the next deploy drops them',
+        },
+      ),
+    ),
     fast_forward_waivers: Type.Optional(
       Type.Array(Type.String({ minLength: 1 }), {
         description:
@@ -350,6 +361,99 @@ export const SettingDeclarationSchema = Type.Object(
 );
 export type SettingDeclaration = Static<typeof SettingDeclarationSchema>;
 
+const ContainerName = Type.String({ pattern: '^[a-z][a-z0-9_-]*$', description: 'a container of this service' });
+
+/**
+ * What generic code needs to know of a service (the engine, status, the upgrade): that it is the
+ * cloud's load balancer, database, identity service... and how to reach that part of it. Generic
+ * code reads these entries and never a service's name (src/roles/service-roles.ts).
+ */
+export const ProvidesSchema = Type.Object(
+  {
+    load_balancer: Type.Optional(
+      Type.Object(
+        {
+          container: ContainerName,
+          admin_socket: Type.String({
+            pattern: '^/',
+            description: 'its admin socket inside the container (drain, enable, show stat)',
+          }),
+        },
+        strict,
+      ),
+    ),
+    database: Type.Optional(
+      Type.Object(
+        {
+          container: ContainerName,
+          client: Type.Array(Type.String(), {
+            minItems: 1,
+            description: 'SQL client argv run in the container as the database admin (SQL on stdin)',
+          }),
+          dump: Type.Array(Type.String(), {
+            minItems: 1,
+            description: 'dump argv in the container; the database names are appended',
+          }),
+        },
+        strict,
+      ),
+    ),
+    identity: Type.Optional(
+      Type.Object(
+        {
+          client_container: Type.String({
+            pattern: '^[a-z][a-z0-9_-]*$',
+            description: 'a container carrying the OpenStack client libraries (registration, the admin client)',
+          }),
+        },
+        strict,
+      ),
+    ),
+    message_queue: Type.Optional(Type.Object({}, strict)),
+    image_store: Type.Optional(
+      Type.Object({}, { ...strict, description: "the cloud's starter images are uploaded to it" }),
+    ),
+    compute_api: Type.Optional(
+      Type.Object(
+        {
+          client_container: Type.String({
+            pattern: '^[a-z][a-z0-9_-]*$',
+            description: 'a container carrying the OpenStack client',
+          }),
+        },
+        strict,
+      ),
+    ),
+  },
+  strict,
+);
+export type Provides = Static<typeof ProvidesSchema>;
+
+/** How the members of a clustered service are asked whether the cluster is whole. */
+export const ClusterCheckSchema = Type.Object(
+  {
+    kind: Type.Union([Type.Literal('galera'), Type.Literal('rabbitmq')], {
+      description: 'how the output is read: galera (wsrep status variables), rabbitmq (cluster_status JSON)',
+    }),
+    container: ContainerName,
+    command: Type.Array(Type.String(), { minItems: 1, description: 'argv run in the container on each member' }),
+  },
+  strict,
+);
+export type ClusterCheck = Static<typeof ClusterCheckSchema>;
+
+/** An OpenStack agent the service runs: it registers in the compute service list. */
+export const AgentSchema = Type.Object(
+  {
+    binary: Type.String({
+      pattern: '^[a-z][a-z0-9-]*$',
+      description: 'its Binary in `openstack compute service list`',
+    }),
+    hypervisor: Type.Optional(Type.Boolean({ description: 'each node of the service runs one hypervisor' })),
+  },
+  strict,
+);
+
 export const ServiceSchema = Type.Object(
   {
     name: ServiceName,
@@ -376,6 +480,9 @@ export const ServiceSchema = Type.Object(
     tasks: Type.Optional(Type.Array(TaskSchema, { default: [], description: 'run-once tasks on the bootstrap node' })),
     haproxy: Type.Optional(Type.Array(FrontendSchema, { default: [] })),
     host: Type.Optional(HostSchema),
+    provides: Type.Optional(ProvidesSchema),
+    cluster_check: Type.Optional(ClusterCheckSchema),
+    agent: Type.Optional(AgentSchema),
     settings: Type.Optional(
       Type.Record(SettingName, Type.Union([Type.String(), Type.Number(), Type.Boolean(), SettingDeclarationSchema]), {
         description:

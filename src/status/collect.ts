@@ -7,12 +7,12 @@
 import { StackctlError, TimeoutError, messageOf } from '../core/errors.js';
 import { mapLimit } from '../core/concurrency.js';
 import type { Secret } from '../core/secret.js';
-import { DATABASE_SERVER } from '../orchestrator/executor.js';
 import type { ConfigWork, ContainerWork, DeployPlan } from '../orchestrator/planner.js';
 import type { ContainerEngine, ExecOptions, ExecResult, RemoteCommand } from '../remote/index.js';
 import type { Plan } from '../roles/plan.js';
+import type { ServiceRoles } from '../roles/service-roles.js';
+import { readCluster, type ClusterView } from './clusters.js';
 import { configDrift, configFindings, containerFindings, containerStatus } from './containers.js';
-import { GALERA_QUERY, evaluateGalera, galeraMember } from './galera.js';
 import {
   ContainerState,
   STATUS_FORMAT_VERSION,
@@ -20,30 +20,19 @@ import {
   ViewState,
   type ErrorInfo,
   type Finding,
-  type GaleraMember,
   type NodeStatus,
   type OpenStackView,
-  type RabbitMember,
   type StatusReport,
 } from './model.js';
-import {
-  CLIENT_CONTAINERS,
-  COMPUTE_API_SERVICE,
-  NOT_DEPLOYED,
-  OPENSTACK_COMMANDS,
-  evaluateOpenStack,
-  novaExpectation,
-  parseComputeServices,
-  parseHypervisors,
-} from './openstack.js';
-import { RABBITMQ_COMMAND, evaluateRabbit, rabbitMember } from './rabbitmq.js';
+import { NOT_DEPLOYED, evaluateOpenStack, novaExpectation } from './openstack.js';
+import { clientContainers, containerClient, novaView } from './openstack-client.js';
 import { STATUS_EXIT, verdictOf } from './verdict.js';
 
 /** Defaults of a status run. */
 export const STATUS_DEFAULTS = {
   /** Nodes queried at once. */
   concurrency: 16,
-  /** Deadline of one node's queries, and of each command in a container (rabbitmqctl boots an Erlang VM). */
+  /** Deadline of one node's queries, and of each command in a container (a cluster check may boot a VM). */
   timeoutMs: 60_000,
 } as const;
 
@@ -69,6 +58,8 @@ export interface StatusInput {
   readonly deployPlan: DeployPlan;
   /** The services checked. */
   readonly services: readonly string[];
+  /** What the service files declare: clusters to ask, agents, the client containers. */
+  readonly roles: ServiceRoles;
   /** OS_* variables of the admin user (internal endpoint); undefined without a secrets file. */
   readonly credentials?: Readonly<Record<string, string | Secret>>;
 }
@@ -194,7 +185,6 @@ export async function collectStatus(
     node: string,
     container: string,
     argv: readonly string[],
-    env?: Readonly<Record<string, string | Secret>>,
   ): Promise<{ stdout: string } | { error: string }> => {
     const n = byName.get(node);
     if (!n?.reachable) return { error: 'node unreachable' };
@@ -202,7 +192,7 @@ export async function collectStatus(
     if (c && c.state !== ContainerState.RUNNING) return { error: `container ${container} ${c.state}` };
     try {
       const r = await withDeadline(
-        accessOf(node).docker.exec(container, argv, { timeoutMs, ...(env ? { env } : {}) }),
+        accessOf(node).docker.exec(container, argv, { timeoutMs }),
         timeoutMs + 5000,
         `${node}: ${argv[0]} in ${container}`,
       );
@@ -216,62 +206,63 @@ export async function collectStatus(
   const nodesOf = (service: string): readonly string[] =>
     checked.has(service) ? (input.plan.services.find((s) => s.name === service)?.nodes ?? []) : [];
 
-  // 2. Clusters, all at once (each query bounded).
-  const galeraNodes = nodesOf('mariadb');
-  const rabbitNodes = nodesOf('rabbitmq');
-  const [galeraMembers, rabbitMembers, openstack] = await Promise.all([
-    mapLimit(galeraNodes, concurrency, async (node): Promise<GaleraMember> => {
-      const r = await inContainer(node, DATABASE_SERVER.container, [
-        DATABASE_SERVER.client,
-        `--defaults-extra-file=${DATABASE_SERVER.clientConfig}`,
-        '-N',
-        '-e',
-        GALERA_QUERY,
-      ]);
-      return 'error' in r ? { node, error: r.error } : galeraMember(node, r.stdout);
-    }),
-    mapLimit(rabbitNodes, concurrency, async (node): Promise<RabbitMember> => {
-      const r = await inContainer(node, 'rabbitmq', RABBITMQ_COMMAND);
-      return 'error' in r ? { node, error: r.error } : rabbitMember(node, r.stdout);
-    }),
+  // 2. Clusters, all at once (each query bounded), as their services' files say to ask them.
+  const clustered = [...input.roles.clusterChecks].filter(([service]) => nodesOf(service).length);
+  const [clusters, openstack] = await Promise.all([
+    Promise.all(
+      clustered.map(([service, check]) =>
+        readCluster(
+          service,
+          check,
+          nodesOf(service),
+          (node) => inContainer(node, check.container, check.command),
+          concurrency,
+        ),
+      ),
+    ),
     openStackView(),
   ]);
-  const galera = evaluateGalera(galeraNodes.length, galeraMembers);
-  const rabbit = evaluateRabbit(rabbitNodes.length, rabbitMembers);
 
   async function openStackView(): Promise<{ view: OpenStackView; findings: Finding[] }> {
-    if (!checked.has(COMPUTE_API_SERVICE)) return { view: NOT_DEPLOYED, findings: [] };
+    const api = input.roles.computeApi?.service;
+    if (!api || !checked.has(api)) return { view: NOT_DEPLOYED, findings: [] };
+    const containers = clientContainers(input.roles);
     const problem = (state: ViewState, error: string, via?: string) => ({
       view: { state, ...(via ? { via } : {}), error },
       findings: [{ severity: Severity.UNHEALTHY, node: 'cloud', subject: 'openstack', message: error }],
     });
     if (!input.credentials) return problem(ViewState.UNKNOWN, 'no admin credentials (keystone_admin_password)');
     // The first node (plan order) that answered and runs a container with the client.
-    const candidates = [...new Set([...nodesOf('keystone'), ...nodesOf(COMPUTE_API_SERVICE)])];
+    const identity = input.roles.identity?.service;
+    const candidates = [...new Set([...(identity ? nodesOf(identity) : []), ...nodesOf(api)])];
     let via: { node: string; container: string } | undefined;
     for (const node of candidates) {
       const n = byName.get(node);
       const c = n?.reachable
-        ? CLIENT_CONTAINERS.find((name) => n.containers.some((x) => x.name === name && x.state === 'running'))
+        ? containers.find((name) => n.containers.some((x) => x.name === name && x.state === 'running'))
         : undefined;
       if (c) {
         via = { node, container: c };
         break;
       }
     }
-    if (!via) return problem(ViewState.UNKNOWN, `no running ${CLIENT_CONTAINERS.join(' or ')} container to ask`);
+    if (!via) return problem(ViewState.UNKNOWN, `no running ${containers.join(' or ')} container to ask`);
     const at = `${via.node}/${via.container}`;
-    const [svc, hyp] = await Promise.all([
-      inContainer(via.node, via.container, OPENSTACK_COMMANDS.computeServices, input.credentials),
-      inContainer(via.node, via.container, OPENSTACK_COMMANDS.hypervisors, input.credentials),
-    ]);
-    if ('error' in svc) return problem(ViewState.PROBLEM, `compute service list: ${svc.error}`, at);
-    if ('error' in hyp) return problem(ViewState.PROBLEM, `hypervisor list: ${hyp.error}`, at);
+    const client = containerClient({
+      docker: accessOf(via.node).docker,
+      node: via.node,
+      container: via.container,
+      credentials: input.credentials,
+      timeoutMs,
+    });
     try {
-      const computeServices = parseComputeServices(svc.stdout);
-      const hypervisors = parseHypervisors(hyp.stdout);
+      const { computeServices, hypervisors } = await withDeadline(
+        novaView(client),
+        timeoutMs + 5000,
+        `${at}: openstack`,
+      );
       const planned = new Map(input.plan.services.filter((s) => checked.has(s.name)).map((s) => [s.name, s.nodes]));
-      const findings = evaluateOpenStack(novaExpectation(planned), computeServices, hypervisors);
+      const findings = evaluateOpenStack(novaExpectation(planned, input.roles.agents), computeServices, hypervisors);
       const state = findings.length ? ViewState.PROBLEM : ViewState.OK;
       return { view: { state, via: at, computeServices, hypervisors }, findings };
     } catch (err) {
@@ -296,7 +287,7 @@ export async function collectStatus(
   // Members of an unreachable node are already a finding of their own.
   const unreachable = new Set(nodes.filter((n) => !n.reachable).map((n) => n.name));
   const notAlreadySaid = (f: Finding): boolean => !unreachable.has(f.node);
-  findings.push(...galera.findings.filter(notAlreadySaid), ...rabbit.findings.filter(notAlreadySaid));
+  for (const c of clusters) findings.push(...c.findings.filter(notAlreadySaid));
   findings.push(...openstack.findings);
   const verdict = verdictOf(findings);
   return {
@@ -307,8 +298,7 @@ export async function collectStatus(
     verdict,
     exitCode: STATUS_EXIT[verdict],
     nodes,
-    galera: galera.view,
-    rabbitmq: rabbit.view,
+    clusters: clusters.map((c): ClusterView => c.view),
     openstack: openstack.view,
     findings,
     ms: now() - t0,

@@ -3,9 +3,8 @@
  * verdict, a compact table per node, one line per clustered service, the
  * findings. `--json` prints the StatusReport itself (model.ts).
  */
-import { describeGaleraMember } from './galera.js';
+import { CLUSTER_READERS } from './clusters.js';
 import { ConfigState, ViewState, type NodeStatus, type StatusReport } from './model.js';
-import { describeRabbitMember } from './rabbitmq.js';
 
 /** A plain text table: columns padded to the widest cell (the last one is not padded). */
 function table(header: readonly string[], rows: readonly (readonly string[])[], indent = '  '): string {
@@ -54,12 +53,13 @@ export function formatNode(n: NodeStatus): string {
 
 /** The clustered services, one block each. */
 export function formatClusters(r: StatusReport): string {
-  let s = `galera: ${r.galera.state}`;
-  if (r.galera.state !== ViewState.NOT_DEPLOYED) s += ` (plan: ${r.galera.expected} member(s))`;
-  s += '\n' + r.galera.members.map((m) => `  ${describeGaleraMember(m)}\n`).join('');
-  s += `rabbitmq: ${r.rabbitmq.state}`;
-  if (r.rabbitmq.state !== ViewState.NOT_DEPLOYED) s += ` (plan: ${r.rabbitmq.expected} node(s))`;
-  s += '\n' + r.rabbitmq.members.map((m) => `  ${describeRabbitMember(m)}\n`).join('');
+  let s = '';
+  for (const c of r.clusters) {
+    s += `${c.service} (${c.kind}): ${c.state}`;
+    if (c.state !== ViewState.NOT_DEPLOYED) s += ` (plan: ${c.expected} member(s))`;
+    const describe = CLUSTER_READERS[c.kind].describe as (m: (typeof c.members)[number]) => string;
+    s += '\n' + c.members.map((m) => `  ${describe(m)}\n`).join('');
+  }
   const os = r.openstack;
   s += `openstack: ${os.state}${os.via ? ` (asked in ${os.via})` : ''}${os.error ? `: ${os.error}` : ''}\n`;
   if (os.computeServices) {

@@ -45,7 +45,7 @@ export function evaluateGalera(
   if (expected === 0) return { view: { state: ViewState.NOT_DEPLOYED, expected, members: [] }, findings: [] };
   const findings: Finding[] = [];
   const bad = (node: string, message: string): void =>
-    void findings.push({ severity: Severity.UNHEALTHY, node, subject: 'galera', message });
+    void findings.push({ severity: Severity.UNHEALTHY, node, subject: 'cluster', message });
   for (const m of members) {
     if (m.error !== undefined) bad(m.node, `not queried: ${m.error}`);
     else if (m.wsrepOn === false) {

@@ -6,7 +6,7 @@
  */
 
 /** Version of the JSON shape. */
-export const STATUS_FORMAT_VERSION = 1;
+export const STATUS_FORMAT_VERSION = 2;
 
 /** A planned container's lifecycle state, as Docker reports it. */
 export const ContainerState = {
@@ -216,6 +216,20 @@ export interface OpenStackView {
   readonly error?: string;
 }
 
+/** Any cluster member, of any kind. */
+export type ClusterMember = GaleraMember | RabbitMember;
+
+/** One clustered service's view (src/status/clusters.ts reads it as its file's cluster_check says). */
+export interface ClusterView {
+  readonly service: string;
+  /** How its members were read: galera, rabbitmq. */
+  readonly kind: 'galera' | 'rabbitmq';
+  readonly state: ViewState;
+  /** Members the plan has. */
+  readonly expected: number;
+  readonly members: readonly ClusterMember[];
+}
+
 /** Everything `stackctl status` found. */
 export interface StatusReport {
   readonly version: typeof STATUS_FORMAT_VERSION;
@@ -227,8 +241,8 @@ export interface StatusReport {
   readonly verdict: Verdict;
   readonly exitCode: number;
   readonly nodes: readonly NodeStatus[];
-  readonly galera: GaleraView;
-  readonly rabbitmq: RabbitView;
+  /** Each clustered service (its file's cluster_check) as its members see it. */
+  readonly clusters: readonly ClusterView[];
   readonly openstack: OpenStackView;
   readonly findings: readonly Finding[];
   readonly ms: number;

@@ -2,39 +2,26 @@
  * Printing an upgrade plan: one formatter per action kind (a new kind fails
  * to compile until it can be printed), a human rendering and stable JSON.
  */
+import { AVAILABILITY_TEXT, NODE_ACTION_FORMAT, formatPhases } from '../orchestrator/format.js';
 import type { UpgradeAction, UpgradePlan } from './model.js';
 
 const list = (xs: readonly string[]): string => xs.join(', ');
 const argv = (xs: readonly string[]): string => xs.join(' ');
-const swaps = (xs: readonly { container: string; to: string }[]): string =>
-  xs.map((w) => `${w.container} -> ${w.to}`).join('; ');
 
 /** One line per action kind. */
 export const ACTION_FORMAT: {
   readonly [K in UpgradeAction['kind']]: (a: Extract<UpgradeAction, { kind: K }>) => string;
 } = {
+  ...NODE_ACTION_FORMAT,
   'check-reachable': (a) => `every node answers over SSH and Docker: ${list(a.nodes)}`,
   'check-healthy': (a) => `${a.service} healthy on ${list(a.nodes)}`,
-  'check-galera': (a) => `Galera synced, cluster size ${a.nodes.length} (${list(a.nodes)})`,
-  'check-rabbitmq': (a) => `RabbitMQ cluster complete, ${a.nodes.length} members (${list(a.nodes)})`,
   'check-images': (a) => `${a.images.length} target image(s) present in the registry: ${list(a.images)}`,
   'check-capacity': (a) => `the other hosts can hold the instances of a batch of ${a.batch.length} (${list(a.batch)})`,
   'check-service': (a) =>
     `${a.node}: ${argv(a.command)} (${a.service}, target image ${a.image})` +
     (a.waive?.length ? `; may fail in this window: ${a.waive.join(', ')}` : ''),
-  pull: (a) => `${a.node}: pull ${list(a.images)}`,
   hook: (a) =>
     `hook ${a.hook} (${a.source}${a.command ? `: ${argv(a.command)}` : ''}) on ${a.runOn}, nodes ${list(a.nodes)}`,
-  drain: (a) => `${a.node}: drain HAProxy backends ${list(a.frontends)}`,
-  swap: (a) => `${a.node}: recreate ${swaps(a.containers)}`,
-  stop: (a) =>
-    `${a.node}: stop ${list(a.containers)} (${a.service})` +
-    (a.resetVolumes?.length ? `, then empty volume(s) ${list(a.resetVolumes)}` : ''),
-  start: (a) => `${a.node}: start ${swaps(a.containers)}`,
-  health: (a) => `${a.node}: health gate ${list(a.services)}`,
-  enable: (a) => `${a.node}: re-enable HAProxy backends ${list(a.frontends)}`,
-  backup: (a) => `${a.node}: mariadb-dump ${list(a.databases)} (${a.service})`,
-  migrate: (a) => `${a.node}: ${a.stage} ${argv(a.command)} (${a.service}, image ${a.image})`,
 };
 
 /** Format any action. */
@@ -42,7 +29,7 @@ export function formatAction(a: UpgradeAction): string {
   return (ACTION_FORMAT[a.kind] as (x: UpgradeAction) => string)(a);
 }
 
-/** The human rendering of `upgrade --plan`. */
+/** The human rendering of `upgrade --dry-run`. */
 export function formatUpgradePlan(plan: UpgradePlan): string {
   const { from, to } = plan;
   const kind =
@@ -66,15 +53,7 @@ export function formatUpgradePlan(plan: UpgradePlan): string {
   if (!plan.changes.length) s += '  (nothing changes)\n';
   s += `Unchanged (left running): ${plan.unchanged.length ? list(plan.unchanged) : '(none)'}\n`;
   s += '\nPHASES\n';
-  plan.phases.forEach((p, i) => {
-    if (p.pauseBefore) s += `  -- pause: ${p.pauseBefore.reason}; run 'stackctl upgrade --continue' to go on\n`;
-    const avail = p.availability ? ` [${availabilityText[p.availability]}]` : '';
-    s += `${String(i + 1).padStart(2)}. ${p.id}: ${p.title}${avail}\n`;
-    p.steps.forEach((st, j) => {
-      s += `      ${i + 1}.${j + 1} ${st.title}\n`;
-      for (const a of st.actions) s += `            ${formatAction(a)}\n`;
-    });
-  });
+  s += formatPhases(plan.phases, formatAction);
   return s;
 }
 
@@ -88,12 +67,8 @@ function fastForwardText(ff: NonNullable<UpgradePlan['fastForward']>): string {
   return s;
 }
 
-const availabilityText = {
-  rolling: 'rolling: the API stays up behind HAProxy',
-  window: 'migration window: the API is down on every node',
-  'single-node': 'one node serves the API: it is down while that node restarts',
-  'all-at-once': 'all nodes at once',
-} as const;
+/** How a phase's APIs fare, in words (the engine's table). */
+export const availabilityText = AVAILABILITY_TEXT;
 
 /** Stable JSON of the plan (declaration order, plan order). */
 export function upgradePlanToJson(plan: UpgradePlan): string {

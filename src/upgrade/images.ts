@@ -28,7 +28,7 @@ export function parseImageRef(ref: string): ImageName {
   );
   if (!m) {
     throw new InputError('E_IMAGE_REF', `'${ref}' is not registry/repository:tag`, {
-      hint: 'For example 192.168.24.1:5000/stackctl/keystone:zed-1.',
+      hint: 'For example 192.168.24.1:5000/stackctl/<image>:zed-1.',
       details: { ref },
     });
   }

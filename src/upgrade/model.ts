@@ -9,6 +9,9 @@
  * run-once command).
  */
 import type { HookPoint } from '../inventory/schema.js';
+import type { NodeAction, Phase, Step } from '../orchestrator/model.js';
+
+export type { MigrationStage, Pause, TargetContainer } from '../orchestrator/model.js';
 
 /** Whether the target stays within the current OpenStack release. */
 export const UpgradeKind = {
@@ -47,24 +50,11 @@ export const PHASE_KINDS = {
 } as const;
 export type PhaseKind = keyof typeof PHASE_KINDS;
 
-/** One container whose image changes on a node. */
-export interface ContainerSwap {
-  readonly node: string;
-  readonly service: string;
-  readonly container: string;
-  readonly from: string;
-  readonly to: string;
-}
-
-/** Which database migration command of a service's upgrade section. */
-export type MigrationStage = 'expand' | 'migrate' | 'contract' | 'offline';
-
-/** One thing to do. Every kind has a formatter in format.ts (a new kind fails to compile until it has one). */
+/** The engine's node actions, and what only an upgrade does: its checks and hooks. */
 export type UpgradeAction =
+  | NodeAction
   | { readonly kind: 'check-reachable'; readonly nodes: readonly string[] }
   | { readonly kind: 'check-healthy'; readonly service: string; readonly nodes: readonly string[] }
-  | { readonly kind: 'check-galera'; readonly nodes: readonly string[] }
-  | { readonly kind: 'check-rabbitmq'; readonly nodes: readonly string[] }
   | { readonly kind: 'check-images'; readonly images: readonly string[] }
   | { readonly kind: 'check-capacity'; readonly batch: readonly string[] }
   | {
@@ -78,7 +68,6 @@ export type UpgradeAction =
       /** Findings that may fail there (the service file's fast_forward_waivers): a warning, not a failure. */
       readonly waive?: readonly string[];
     }
-  | { readonly kind: 'pull'; readonly node: string; readonly images: readonly string[] }
   | {
       readonly kind: 'hook';
       readonly hook: string;
@@ -89,67 +78,14 @@ export type UpgradeAction =
       /** Nodes of the batch (STACKCTL_BATCH_NODES); every node for pre/post-upgrade. */
       readonly nodes: readonly string[];
       readonly command?: readonly string[];
-    }
-  | { readonly kind: 'drain'; readonly node: string; readonly frontends: readonly string[] }
-  | { readonly kind: 'swap'; readonly node: string; readonly containers: readonly ContainerSwap[] }
-  | {
-      readonly kind: 'stop';
-      readonly service: string;
-      readonly node: string;
-      readonly containers: readonly string[];
-      /** Named volumes removed once the containers are gone (a distribution change resets them). */
-      readonly resetVolumes?: readonly string[];
-    }
-  | { readonly kind: 'start'; readonly node: string; readonly containers: readonly ContainerSwap[] }
-  | { readonly kind: 'health'; readonly node: string; readonly services: readonly string[] }
-  | { readonly kind: 'enable'; readonly node: string; readonly frontends: readonly string[] }
-  | { readonly kind: 'backup'; readonly service: string; readonly node: string; readonly databases: readonly string[] }
-  | {
-      readonly kind: 'migrate';
-      readonly stage: MigrationStage;
-      readonly service: string;
-      /** The bootstrap node of the service: migrations run once. */
-      readonly node: string;
-      /** The container whose definition (volumes, config) the one-off run borrows. */
-      readonly container: string;
-      /** Always the target image: the new code migrates. */
-      readonly image: string;
-      readonly command: readonly string[];
     };
 export type UpgradeActionKind = UpgradeAction['kind'];
 
 /** A barrier: its actions may run in parallel; the next step starts when all succeeded. */
-export interface UpgradeStep {
-  readonly title: string;
-  readonly actions: readonly UpgradeAction[];
-  /** At most this many nodes work on the step at once (unset: every node of the step). */
-  readonly concurrency?: number;
-}
+export type UpgradeStep = Step<UpgradeAction>;
 
-/** A declared stop of the runner: it waits for `upgrade --continue`. */
-export interface Pause {
-  readonly reason: string;
-}
-
-/** One named phase. */
-export interface UpgradePhase {
-  /** Stable id, used by --resume and in the journal: `precheck`, `control:keystone`, `batch:2`... */
-  readonly id: string;
-  readonly kind: PhaseKind;
-  readonly title: string;
-  /** Services the phase moves to the target images (empty for checks and hooks). */
-  readonly services: readonly string[];
-  /**
-   * For control phases, how the services' APIs fare: `rolling` (behind HAProxy,
-   * always up), `window` (offline migration: down on every node for the window),
-   * `single-node` (rolling, but only one node runs the service: down while it restarts),
-   * `all-at-once` (a service that does not roll: every node restarts together).
-   */
-  readonly availability?: 'rolling' | 'window' | 'single-node' | 'all-at-once';
-  /** Stop before this phase and wait for --continue. */
-  readonly pauseBefore?: Pause;
-  readonly steps: readonly UpgradeStep[];
-}
+/** One named phase of an upgrade (its kind is one of PHASE_KINDS). */
+export type UpgradePhase = Phase<UpgradeAction> & { readonly kind: PhaseKind };
 
 /** Per service: what changes and how. */
 export interface ServiceChange {
@@ -192,7 +128,7 @@ export interface FastForward {
   readonly rolling: readonly string[];
 }
 
-/** The whole upgrade, printable with --plan and stable as JSON. */
+/** The whole upgrade, printable with --dry-run and stable as JSON. */
 export interface UpgradePlan {
   readonly cloud: string;
   readonly kind: UpgradeKind;

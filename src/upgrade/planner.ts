@@ -18,14 +18,15 @@
 import { InputError, StackctlError, UsageError } from '../core/errors.js';
 import type { HookPoint, Inventory } from '../inventory/schema.js';
 import type { Catalog } from '../roles/catalog.js';
-import { imageRef } from '../roles/release.js';
+import { containersOf } from '../orchestrator/context.js';
+import { rollingSerial } from '../orchestrator/converge.js';
+import type { DeployPlan } from '../orchestrator/planner.js';
 import type { Release, Service } from '../roles/schema.js';
 import { resolveHook, serviceHooks, userHooksAt, type ResolvedHook } from './hooks.js';
 import {
   PHASE_KINDS,
   PauseAt,
   UpgradeKind,
-  type ContainerSwap,
   type FastForward,
   type MigrationStage,
   type UpgradeAction,
@@ -34,6 +35,7 @@ import {
   type UpgradePlan,
   type UpgradeStep,
   type ServiceChange,
+  type TargetContainer,
 } from './model.js';
 import {
   checkSkew,
@@ -57,6 +59,10 @@ export interface UpgradeInput {
   readonly current: Release;
   /** The release to move to. */
   readonly target: Release;
+  /** The deploy plan of the cloud as it runs (the inventory with the current release). */
+  readonly currentDeploy: DeployPlan;
+  /** The deploy plan of the target release: what every container becomes. */
+  readonly targetDeploy: DeployPlan;
   readonly options?: UpgradeOptions;
 }
 
@@ -130,62 +136,55 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
   const kind = upgradeKind(current, target);
   const fromOrd = seriesOrdinal(current.series);
   const toOrd = seriesOrdinal(target.series);
-  const registry = inv.cloud.registry;
   const distroChange = current.distro.suite !== target.distro.suite;
 
-  // Where each service runs (inventory order), and the services in deploy order.
+  // Where each service runs (plan order), and the services in deploy order: read off the two deploy plans.
+  const { currentDeploy, targetDeploy } = input;
+  const roleOf = new Map(targetDeploy.steps.flatMap((st) => st.nodes.map((n) => [n.node, n.role] as const)));
+  const nodeOrder = inv.nodes.map((n) => n.name).filter((n) => roleOf.has(n));
   const nodesOf = new Map<string, string[]>();
-  const roleOf = new Map<string, string>();
-  for (const node of inv.nodes) {
-    roleOf.set(node.name, node.role);
-    const role = catalog.roles.get(node.role);
-    if (!role) {
-      throw new InputError('E_UNKNOWN_ROLE', `node ${node.name} has role ${node.role}, which has no roles/ file`, {
-        hint: `Roles: ${[...catalog.roles.keys()].join(', ')}.`,
-      });
-    }
-    for (const s of role.services) {
-      let list = nodesOf.get(s);
-      if (!list) nodesOf.set(s, (list = []));
-      list.push(node.name);
-    }
-  }
+  for (const st of targetDeploy.steps)
+    for (const n of st.nodes)
+      for (const c of n.containers) {
+        const list = nodesOf.get(c.service) ?? [];
+        if (!list.includes(n.node)) list.push(n.node);
+        nodesOf.set(c.service, list);
+      }
+  for (const [s, list] of nodesOf)
+    nodesOf.set(
+      s,
+      nodeOrder.filter((n) => list.includes(n)),
+    );
   const svc = (name: string): Service => catalog.services.get(name)!;
   const used = [...nodesOf.keys()].sort((a, b) => svc(a).step - svc(b).step || a.localeCompare(b));
   const bootstrap = (s: string): string => nodesOf.get(s)![0]!;
 
-  // What changes: a container whose image reference differs.
-  const swapsOf = new Map<string, ContainerSwap[]>(); // service -> swaps on every node
+  // What changes: a container of the target plan whose image differs from the current plan's.
+  const swapsOf = new Map<string, (TargetContainer & { readonly node: string })[]>(); // service -> on every node
   const tagChanges = new Map<string, Record<string, [string, string]>>();
   const targetRefs = new Set<string>();
-  // The deploy's settings (service defaults, then cloud.settings): a container whose `when` does not hold
-  // is not deployed (e.g. libvirt's containers under the lab's fake driver), so it is not upgraded either.
-  const settings: Record<string, string | number | boolean> = {};
-  for (const s of used) Object.assign(settings, svc(s).settings ?? {});
-  Object.assign(settings, target.settings ?? {}, inv.cloud.settings ?? {});
+  const reconfigured = new Set<string>();
   for (const s of used) {
-    for (const c of svc(s).containers) {
-      if (c.when && !c.when.in.includes(settings[c.when.setting]!)) continue;
-      const to = imageRef(target, c.image, registry);
-      if (!to) {
-        throw new InputError(
-          'E_IMAGE_NOT_IN_RELEASE',
-          `service ${s} needs image '${c.image}', which the target release ${target.name} does not list`,
-          {
-            hint: `Add images.${c.image} to images/releases/${target.name}.yaml.`,
-            location: { file: `images/releases/${target.name}.yaml` },
-            details: { service: s, image: c.image, release: target.name },
-          },
-        );
+    for (const w of containersOf(targetDeploy, s)) {
+      targetRefs.add(w.image);
+      const cur = containersOf(currentDeploy, s, w.node).find((c) => c.name === w.name);
+      if (cur?.image === w.image) {
+        if (cur.hash !== w.hash) reconfigured.add(s);
+        continue;
       }
-      targetRefs.add(to);
-      const from = imageRef(current, c.image, registry) ?? '(none)';
-      if (from === to) continue;
+      const key = w.definition.image;
       const tags = tagChanges.get(s) ?? {};
-      tags[c.image] = [current.images[c.image]?.tag ?? '(none)', target.images[c.image]!.tag];
+      tags[key] = [current.images[key]?.tag ?? '(none)', target.images[key]?.tag ?? '(none)'];
       tagChanges.set(s, tags);
       const list = swapsOf.get(s) ?? [];
-      for (const node of nodesOf.get(s)!) list.push({ node, service: s, container: c.name, from, to });
+      list.push({
+        node: w.node,
+        name: w.name,
+        service: s,
+        image: w.image,
+        hash: w.hash,
+        ...(cur ? { from: cur.image } : {}),
+      });
       swapsOf.set(s, list);
     }
   }
@@ -203,8 +202,21 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
   const windowed = new Set(fastForward ? ff.windows : []);
   const riders = new Map(fastForward ? ff.riders.map((r) => [r.service, r.phase]) : []);
   const batched = changed.filter((s) => isBatched(catalog, s) && !riders.has(s));
-  const swapsOn = (services: readonly string[], node: string): ContainerSwap[] =>
-    services.flatMap((s) => swapsOf.get(s)!.filter((w) => w.node === node));
+  const swapsOn = (services: readonly string[], node: string): TargetContainer[] =>
+    services.flatMap((s) =>
+      swapsOf
+        .get(s)!
+        .filter((w) => w.node === node)
+        .map(({ node: _n, ...c }) => c),
+    );
+  /** The engine's action that puts the target containers of `services` in place on a node. */
+  const ensure = (services: readonly string[], node: string, frontendGate: boolean): UpgradeAction => ({
+    kind: 'ensure',
+    node,
+    services: services.filter((s) => nodesOf.get(s)!.includes(node)),
+    containers: swapsOn(services, node),
+    frontendGate,
+  });
 
   const phases: UpgradePhase[] = [];
   const warnings: string[] = [];
@@ -221,6 +233,12 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
     );
   }
   if (fastForward) warnings.push(...fastForwardWarnings(ff));
+  const reconfiguredOnly = [...reconfigured].filter((s) => !swapsOf.has(s));
+  if (reconfiguredOnly.length)
+    warnings.push(
+      `${reconfiguredOnly.join(', ')}: the target configures ${reconfiguredOnly.length > 1 ? 'them' : 'it'} differently with the same image: ` +
+        "not restarted by the upgrade; the next 'stackctl deploy' rolls the change",
+    );
 
   // What every outcome of the plan says about the move itself.
   const header = {
@@ -243,7 +261,7 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
   }
 
   // Compute batches: per role, in inventory order, `--batch` or the role's update_serial nodes at a time.
-  const batchNodes = inv.nodes.map((n) => n.name).filter((n) => batched.some((s) => nodesOf.get(s)!.includes(n)));
+  const batchNodes = nodeOrder.filter((n) => batched.some((s) => nodesOf.get(s)!.includes(n)));
   const batches: string[][] = [];
   const remaining = [...batchNodes];
   if (opts.canary && remaining.length > 1) batches.push(remaining.splice(0, 1));
@@ -260,7 +278,7 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
   }
 
   // Prechecks.
-  const everyNode = inv.nodes.map((n) => n.name);
+  const everyNode = nodeOrder;
   const largest = batches.reduce<string[]>((a, b) => (b.length > a.length ? b : a), []);
   /** The target's own upgrade checks of a service (nova-status upgrade check...), once on its bootstrap node. */
   const checksOf = (s: string, inWindow = false): UpgradeAction[] =>
@@ -288,8 +306,9 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
         step('the cloud as it runs', [
           { kind: 'check-reachable', nodes: everyNode },
           ...used.map((s) => ({ kind: 'check-healthy' as const, service: s, nodes: nodesOf.get(s)! })),
-          ...(nodesOf.has('mariadb') ? [{ kind: 'check-galera' as const, nodes: nodesOf.get('mariadb')! }] : []),
-          ...(nodesOf.has('rabbitmq') ? [{ kind: 'check-rabbitmq' as const, nodes: nodesOf.get('rabbitmq')! }] : []),
+          ...used
+            .filter((s) => catalog.provides.clusterChecks.has(s))
+            .map((s) => ({ kind: 'cluster-check' as const, service: s, nodes: nodesOf.get(s)! })),
         ]),
         step('the target', [
           { kind: 'check-images', images: [...targetRefs].sort() },
@@ -328,7 +347,7 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
     .map((node) => ({
       kind: 'pull' as const,
       node,
-      images: [...new Set(swapsOn(changed, node).map((w) => w.to))].sort(),
+      images: [...new Set(swapsOn(changed, node).map((w) => w.image))].sort(),
     }))
     .filter((a) => a.images.length > 0);
   const pullConcurrency = inv.upgrade?.pull?.concurrency ?? DEFAULT_PULL_CONCURRENCY;
@@ -347,7 +366,8 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
   );
 
   // Control plane, group by group in requires order.
-  const dbNode = nodesOf.get('mariadb')?.[0];
+  const database = catalog.provides.database?.service;
+  const dbNode = database ? nodesOf.get(database)?.[0] : undefined;
   /** The backup step of a service whose file asks for one and that has databases. */
   const backupSteps = (s: string): UpgradeStep[] => {
     const dbs = (svc(s).databases ?? []).map((d) => d.name);
@@ -412,7 +432,7 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
       steps.push(
         step(
           `start the new ${s} containers on every node`,
-          nodes.map((node) => ({ kind: 'start' as const, node, containers: swapsOn([s], node) })),
+          nodes.map((node) => ensure([s], node, true)),
         ),
       );
       steps.push(
@@ -435,7 +455,14 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
         migrate(s, 'expand');
       }
       const nodes = liveNodes;
-      const serial = rolling ? rollingSerial(catalog, live, nodes, roleOf) : nodes.length;
+      const quorum = live.some((s) => svc(s).cluster === 'quorum');
+      const serial = rolling
+        ? rollingSerial(
+            quorum,
+            nodes.map((n) => roleOf.get(n)!),
+            catalog,
+          )
+        : nodes.length;
       if (singleNode) {
         warnings.push(`${live.join(', ')} run(s) on one node only (${nodes[0]}): down while it restarts`);
       }
@@ -446,7 +473,7 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
           const here = live.filter((s) => nodesOf.get(s)!.includes(node));
           const frontends = here.flatMap((s) => (svc(s).haproxy ?? []).map((f) => f.name));
           if (rolling && frontends.length) actions.push({ kind: 'drain', node, frontends });
-          actions.push({ kind: 'swap', node, containers: swapsOn(here, node) });
+          actions.push(ensure(here, node, false));
           actions.push({ kind: 'health', node, services: here });
           if (rolling && frontends.length) actions.push({ kind: 'enable', node, frontends });
         }
@@ -491,7 +518,7 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
         ...[...pre, ...preUser].map((h) => step(`pre-batch hook ${h.name}`, [hookAction(h, 'pre-batch', nodes)])),
         step(
           `upgrade ${nodes.join(', ')}`,
-          nodes.map((node) => ({ kind: 'swap' as const, node, containers: swapsOn(batched, node) })),
+          nodes.map((node) => ensure(batched, node, false)),
         ),
         step(
           'health gate',
@@ -588,7 +615,7 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
             kind: 'stop' as const,
             service: s,
             node,
-            containers: swapsOn([s], node).map((w) => w.container),
+            containers: swapsOn([s], node).map((w) => w.name),
             ...(svc(s).upgrade.distro_change ? { resetVolumes: svc(s).upgrade.distro_change!.reset_volumes } : {}),
           })),
         ),
@@ -596,7 +623,7 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
       ...rounds.flatMap((round) => [
         step(
           `start the new ${names} on ${round.join(', ')}`,
-          round.map((node) => ({ kind: 'start' as const, node, containers: swapsOn(here(node), node) })),
+          round.map((node) => ensure(here(node), node, true)),
         ),
         step(
           `health gate: ${names} on ${round.join(', ')}`,
@@ -613,9 +640,11 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
     });
   }
 
-  /** The target image of a service's n-th container. */
+  /** The target image of a service's n-th container (in its file's order). */
   function targetImageOf(s: string, n: number): string {
-    return imageRef(target, svc(s).containers[n]!.image, registry)!;
+    const name = svc(s).containers[n]!.name;
+    const w = containersOf(targetDeploy, s).find((c) => c.name === name) ?? containersOf(targetDeploy, s)[0]!;
+    return w.image;
   }
 
   /**
@@ -656,7 +685,7 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
             kind: 'stop' as const,
             service: s,
             node,
-            containers: swapsOn([s], node).map((w) => w.container),
+            containers: swapsOn([s], node).map((w) => w.name),
           })),
         ),
       ),
@@ -672,7 +701,7 @@ export function planUpgrade(input: UpgradeInput): UpgradePlan {
         : []),
       step(
         `start the new ${names} containers on every node`,
-        nodes.map((node) => ({ kind: 'start' as const, node, containers: swapsOn(moving, node) })),
+        nodes.map((node) => ensure(moving, node, true)),
       ),
       step(
         `health gate: ${names} up on every node (end of the window)`,
@@ -767,22 +796,6 @@ function checkOptions(o: UpgradeOptions): UpgradeOptions {
   return o;
 }
 
-/**
- * Nodes restarted at once for rolling services: the smallest update_serial of
- * their nodes' roles, never every node (one stays up behind HAProxy), and one
- * for quorum clusters (Galera, RabbitMQ keep quorum).
- */
-function rollingSerial(
-  catalog: Catalog,
-  services: readonly string[],
-  nodes: readonly string[],
-  roleOf: ReadonlyMap<string, string>,
-): number {
-  if (services.some((s) => catalog.services.get(s)!.cluster === 'quorum')) return 1;
-  const serial = Math.min(...nodes.map((n) => catalog.roles.get(roleOf.get(n)!)!.update_serial));
-  return Math.max(1, Math.min(serial, nodes.length - 1));
-}
-
 /** Groups in `requires` order (Kahn), ties broken by deploy step then name. */
 function orderGroups(catalog: Catalog, services: readonly string[], groups: readonly string[][]): string[][] {
   const groupOf = new Map<string, number>();
@@ -842,7 +855,7 @@ function phase(
   steps: readonly UpgradeStep[],
   extra: Pick<UpgradePhase, 'availability' | 'pauseBefore'> = {},
 ): UpgradePhase {
-  return { id, kind, title, services, ...extra, steps };
+  return { id, kind, title, services, ...extra, onFailure: kind === 'batches' ? 'budget' : 'stop', steps };
 }
 
 function summary(r: Release): UpgradePlan['from'] {

@@ -1,28 +1,30 @@
 /**
  * The prechecks of an upgrade (docs/upgrade-hooks.md): every node reachable,
- * every service healthy, Galera and RabbitMQ complete, the target images in
+ * every service healthy (the clusters' own check is the engine's cluster-check action), the target images in
  * the registry, room for the largest compute batch's instances elsewhere,
  * and each changing service's upgrade checks with the target image. Nothing
  * is ever stopped or changed here. Health comes from src/status (one
  * collection per upgrade context, shared by the checks); Nova's view and
  * the capacity from the OpenStack client of the context.
  */
+import { hypervisorBinary } from '../roles/service-roles.js';
 import { mapLimit } from '../core/concurrency.js';
 import { InputError, RemoteError, StackctlError, messageOf } from '../core/errors.js';
 import type { ContainerWork, DeployPlan } from '../orchestrator/planner.js';
 import type { Plan, PlanNode, PlanService } from '../roles/plan.js';
 import { collectStatus } from '../status/collect.js';
-import { describeGaleraMember } from '../status/galera.js';
-import { Severity, ViewState, type Finding, type StatusReport } from '../status/model.js';
+import { Severity, type Finding, type StatusReport } from '../status/model.js';
+import { evaluateOpenStack, novaExpectation } from '../status/openstack.js';
 import {
-  COMPUTE_API_SERVICE,
-  NOVA_AGENTS,
-  evaluateOpenStack,
-  novaExpectation,
-  parseComputeServices,
-  parseHypervisors,
-} from '../status/openstack.js';
-import { describeRabbitMember } from '../status/rabbitmq.js';
+  OPENSTACK_COMMANDS,
+  jsonRows,
+  listComputeServices,
+  novaView,
+  num,
+  parseServers,
+  str,
+  type ServerRow,
+} from '../status/openstack-client.js';
 import type { ActionHandlers, CloudClient, UpgradeContext } from './context.js';
 import { checkImagesPresent } from './images.js';
 import type { UpgradeAction } from './model.js';
@@ -125,105 +127,12 @@ export const CAPACITY_DEFAULTS = {
   allocationRatio: { vcpus: 16, memoryMiB: 1.5, diskGiB: 1 } as Resources,
   /** Instances in these states are live-migrated; others (SHUTOFF, ERROR…) stay where they are. */
   movableStates: ['ACTIVE', 'PAUSED'] as readonly string[],
-  /**
-   * Compute API microversion that still carries hypervisor statistics (2.88
-   * dropped vcpus, memory_mb, local_gb and their *_used from os-hypervisors).
-   */
-  hypervisorStatsMicroversion: '2.87',
 } as const;
-
-/** The client commands (argv after `openstack`), in one place. */
-export const NOVA_COMMANDS = {
-  /** Every instance on a host, with its flavour ID (microversion 2.1 returns the flavour's ID). */
-  serversOn: (host: string) => [
-    'server',
-    'list',
-    '--all-projects',
-    '--host',
-    host,
-    '--long',
-    '--limit',
-    '-1',
-    '-f',
-    'json',
-  ],
-  /** Every flavour, private ones too, with VCPUs, RAM, Disk, Ephemeral and Swap. */
-  flavors: ['flavor', 'list', '--all', '--long', '-f', 'json'],
-  computeServices: ['compute', 'service', 'list', '--service', 'nova-compute', '-f', 'json'],
-  /**
-   * Hypervisors with their vCPU and memory statistics (`--long`, microversion ≤ 2.87).
-   * NOTE: not `hypervisor show`: for microversions below 2.88 the client also asks the compute
-   * for its uptime over RPC, which timed out once on the lab right after the control plane's
-   * restart (HTTP 500 MessagingTimeout after 60 s). The list does not carry the local disk.
-   */
-  hypervisors: [
-    '--os-compute-api-version',
-    CAPACITY_DEFAULTS.hypervisorStatsMicroversion,
-    'hypervisor',
-    'list',
-    '--long',
-    '-f',
-    'json',
-  ],
-} as const;
-
-function json(text: string, what: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    throw new RemoteError(
-      'E_OPENSTACK_CLIENT',
-      `${what}: the client did not answer JSON: ${text.trim().slice(0, 200)}`,
-      {
-        hint: 'Run the command by hand in the keystone container to see its output.',
-      },
-    );
-  }
-}
-
-function list(text: string, what: string): Record<string, unknown>[] {
-  const j = json(text, what);
-  if (!Array.isArray(j)) throw new RemoteError('E_OPENSTACK_CLIENT', `${what}: expected a JSON list`);
-  return j.filter((r): r is Record<string, unknown> => typeof r === 'object' && r !== null);
-}
-
-const str = (v: unknown): string => (v === null || v === undefined ? '' : String(v));
-const num = (v: unknown): number => {
-  const n = typeof v === 'number' ? v : Number(str(v));
-  return Number.isFinite(n) ? n : 0;
-};
-/** The first field present among names (the client's column names moved between releases). */
-const field = (r: Record<string, unknown>, ...names: string[]): unknown => {
-  for (const n of names) if (r[n] !== undefined && r[n] !== null) return r[n];
-  return undefined;
-};
-
-/** One row of `server list --long`. */
-export interface ServerRow {
-  readonly id: string;
-  readonly name: string;
-  readonly status: string;
-  readonly host: string;
-  readonly flavorId: string;
-  readonly flavorName: string;
-}
-
-/** Parse `openstack server list --long -f json`. */
-export function parseServers(text: string): ServerRow[] {
-  return list(text, 'server list').map((r) => ({
-    id: str(r.ID),
-    name: str(r.Name),
-    status: str(r.Status),
-    host: str(field(r, 'Host', 'OS-EXT-SRV-ATTR:host')),
-    flavorId: str(field(r, 'Flavor ID')),
-    flavorName: str(field(r, 'Flavor Name', 'Flavor')),
-  }));
-}
 
 /** Parse `openstack flavor list --long -f json` into ID and name -> what an instance of it needs. */
 export function parseFlavors(text: string): Map<string, Resources> {
   const out = new Map<string, Resources>();
-  for (const r of list(text, 'flavor list')) {
+  for (const r of jsonRows(text, 'flavor list')) {
     // Nova counts swap (MiB) with the root and ephemeral disks against the host's local disk.
     const need: Resources = {
       vcpus: num(r.VCPUs),
@@ -268,7 +177,7 @@ export async function instancesOn(
   const staying: ServerRow[] = [];
   for (const host of hosts) {
     // NOTE: --host filters on the compute host; the row's Host is empty for a non-admin, never here.
-    for (const s of parseServers(await cloud.openstack(NOVA_COMMANDS.serversOn(host))))
+    for (const s of parseServers(await cloud.openstack(OPENSTACK_COMMANDS.serversOn(host))))
       (movableStates.includes(s.status) ? movable : staying).push({ ...s, host: s.host || host });
   }
   return { movable, staying };
@@ -277,7 +186,7 @@ export async function instancesOn(
 /** What each server needs, from its flavour; an unknown flavour is refused (its size cannot be counted). */
 export async function demandsOf(cloud: CloudClient, servers: readonly ServerRow[]): Promise<InstanceDemand[]> {
   if (!servers.length) return [];
-  const flavors = parseFlavors(await cloud.openstack(NOVA_COMMANDS.flavors));
+  const flavors = parseFlavors(await cloud.openstack(OPENSTACK_COMMANDS.flavors));
   return servers.map((s) => {
     const need = flavors.get(s.flavorId) ?? flavors.get(s.flavorName);
     if (!need) {
@@ -294,18 +203,19 @@ export async function demandsOf(cloud: CloudClient, servers: readonly ServerRow[
   });
 }
 
-/** Free resources of every enabled, up nova-compute host outside `exclude`. */
+/** Free resources of every enabled, up host of the hypervisor agent (`binary`) outside `exclude`. */
 export async function receivingHosts(
   cloud: CloudClient,
   exclude: readonly string[],
+  binary: string,
   ratio: Resources = CAPACITY_DEFAULTS.allocationRatio,
 ): Promise<HostCapacity[]> {
-  const services = list(await cloud.openstack(NOVA_COMMANDS.computeServices), 'compute service list');
+  const services = await listComputeServices(cloud, binary);
   const open = services
-    .filter((s) => str(s.Binary) === 'nova-compute' && str(s.Status) === 'enabled' && str(s.State) === 'up')
-    .map((s) => str(s.Host))
+    .filter((s) => s.binary === binary && s.status === 'enabled' && s.state === 'up')
+    .map((s) => s.host)
     .filter((h) => !exclude.includes(h));
-  const hypervisors = list(await cloud.openstack(NOVA_COMMANDS.hypervisors), 'hypervisor list');
+  const hypervisors = jsonRows(await cloud.openstack(OPENSTACK_COMMANDS.hypervisorStats), 'hypervisor list');
   const out: HostCapacity[] = [];
   for (const host of open) {
     const h = hypervisors.find((x) => hypervisorOf(host, str(x['Hypervisor Hostname'])));
@@ -456,7 +366,7 @@ const NOVA = new WeakMap<UpgradeContext, Promise<Finding[]>>();
 
 /**
  * The status of the running cloud (ctx.currentDeploy), collected once per
- * context and shared by check-healthy, check-galera and check-rabbitmq.
+ * context and shared by the check-healthy actions.
  * Nova's view is left out here (it needs the admin credentials, which only
  * the context's client holds): see novaFindings.
  */
@@ -464,9 +374,10 @@ export function statusOf(ctx: UpgradeContext): Promise<StatusReport> {
   let p = STATUS.get(ctx);
   if (!p) {
     const plan = statusPlanOf(ctx.currentDeploy, ctx);
-    const services = plan.services.map((s) => s.name).filter((s) => s !== COMPUTE_API_SERVICE);
+    const api = ctx.services.computeApi?.service;
+    const services = plan.services.map((s) => s.name).filter((s) => s !== api);
     p = collectStatus(
-      { plan, deployPlan: ctx.currentDeploy, services },
+      { plan, deployPlan: ctx.currentDeploy, services, roles: ctx.services },
       { connect: (node) => ctx.connect(node), now: ctx.now },
       { concurrency: PRECHECK_DEFAULTS.concurrency, timeoutMs: PRECHECK_DEFAULTS.statusTimeoutMs },
     );
@@ -481,14 +392,12 @@ export function novaFindings(ctx: UpgradeContext): Promise<Finding[]> {
   if (!p) {
     p = (async (): Promise<Finding[]> => {
       const plan = statusPlanOf(ctx.currentDeploy, ctx);
-      if (!plan.services.some((s) => s.name === COMPUTE_API_SERVICE)) return [];
+      const api = ctx.services.computeApi?.service;
+      if (!api || !plan.services.some((s) => s.name === api)) return [];
       try {
-        const [svc, hyp] = await Promise.all([
-          ctx.cloud.openstack(['compute', 'service', 'list', '-f', 'json']),
-          ctx.cloud.openstack(['hypervisor', 'list', '-f', 'json']),
-        ]);
+        const { computeServices, hypervisors } = await novaView(ctx.cloud);
         const planned = new Map(plan.services.map((s) => [s.name, s.nodes]));
-        return evaluateOpenStack(novaExpectation(planned), parseComputeServices(svc), parseHypervisors(hyp));
+        return evaluateOpenStack(novaExpectation(planned, ctx.services.agents), computeServices, hypervisors);
       } catch (err) {
         return [{ severity: Severity.UNHEALTHY, node: 'cloud', subject: 'openstack', message: messageOf(err) }];
       }
@@ -497,9 +406,6 @@ export function novaFindings(ctx: UpgradeContext): Promise<Finding[]> {
   }
   return p;
 }
-
-/** Subjects of the status findings that belong to a service on a node, besides its containers. */
-const CLUSTER_SUBJECTS: ReadonlySet<string> = new Set(['galera', 'rabbitmq']);
 
 /** The findings that make `service` unhealthy on `nodes` (drift is not a health problem). */
 export async function serviceProblems(
@@ -515,17 +421,17 @@ export async function serviceProblems(
     (f) =>
       serious(f) &&
       nodes.includes(f.node) &&
-      !CLUSTER_SUBJECTS.has(f.subject) &&
+      !ctx.services.clusterChecks.has(f.subject) &&
       (f.subject === 'node' || containers(f.node).has(f.subject)),
   );
-  const agent = NOVA_AGENTS[service];
-  if (agent || service === COMPUTE_API_SERVICE) {
+  const agent = ctx.services.agents.get(service);
+  if (agent || service === ctx.services.computeApi?.service) {
     for (const f of await novaFindings(ctx)) {
       if (!serious(f)) continue;
       if (f.node === 'cloud') out.push(f);
       else if (
         nodes.includes(f.node) &&
-        (f.subject === agent || (agent === 'nova-compute' && f.subject === 'hypervisor'))
+        (f.subject === agent?.binary || (agent?.hypervisor === true && f.subject === 'hypervisor'))
       )
         out.push(f);
     }
@@ -583,60 +489,6 @@ const checkHealthy: Handler<'check-healthy'> = async (action, ctx) => {
   return `${action.service} healthy on ${action.nodes.join(', ')}`;
 };
 
-/** A cluster the upgrade needs complete, as the status collector sees it. */
-interface ClusterCheck<V extends StatusReport['galera'] | StatusReport['rabbitmq']> {
-  readonly code: string;
-  /** The finding subject of its members' problems. */
-  readonly subject: string;
-  readonly view: (r: StatusReport) => V;
-  readonly absent: string;
-  readonly ok: (v: V) => string;
-  readonly problem: (v: V) => string;
-  readonly hint: string;
-}
-
-/** A precheck over one cluster: fine, absent from the plan, or refused with each member's state. */
-function clusterCheck<V extends StatusReport['galera'] | StatusReport['rabbitmq']>(
-  c: ClusterCheck<V>,
-): (action: unknown, ctx: UpgradeContext) => Promise<string> {
-  return async (_action, ctx) => {
-    const report = await statusOf(ctx);
-    const v = c.view(report);
-    if (v.state === ViewState.NOT_DEPLOYED) return c.absent;
-    if (v.state === ViewState.OK) return c.ok(v);
-    const why = report.findings.filter((f) => f.subject === c.subject || f.subject === 'node').map(findingText);
-    throw new RemoteError(c.code, c.problem(v), {
-      hint: c.hint,
-      details: { expected: v.expected, members: v.members, findings: why },
-    });
-  };
-}
-
-const checkGalera: Handler<'check-galera'> = clusterCheck({
-  code: 'E_PRECHECK_GALERA',
-  subject: 'galera',
-  view: (r) => r.galera,
-  absent: 'no MariaDB in the plan',
-  ok: (g) =>
-    g.members.every((m) => m.wsrepOn === false)
-      ? 'MariaDB standalone (one server, no replication)'
-      : `Galera synced, ${g.expected} member(s)`,
-  problem: (g) =>
-    `Galera is not complete and synced (${g.expected} member(s) planned): ${g.members.map(describeGaleraMember).join('; ')}`,
-  hint: 'Every member must be Synced in a Primary cluster of the planned size before an upgrade restarts any of them. Nothing was stopped.',
-});
-
-const checkRabbit: Handler<'check-rabbitmq'> = clusterCheck({
-  code: 'E_PRECHECK_RABBITMQ',
-  subject: 'rabbitmq',
-  view: (r) => r.rabbitmq,
-  absent: 'no RabbitMQ in the plan',
-  ok: (q) => `RabbitMQ cluster complete, ${q.expected} node(s) running`,
-  problem: (q) =>
-    `the RabbitMQ cluster is not complete (${q.expected} node(s) planned): ${q.members.map(describeRabbitMember).join('; ')}`,
-  hint: 'Every broker must run in one partition-free cluster without alarms before an upgrade. Nothing was stopped.',
-});
-
 const checkImages: Handler<'check-images'> = async (action, ctx) => {
   // NOTE: the references carry the registry the nodes pull from (cloud.registry or the manifest's).
   const r = await checkImagesPresent(action.images, { release: ctx.target.name });
@@ -648,7 +500,7 @@ const checkCapacity: Handler<'check-capacity'> = async (action, ctx) => {
   const stays = staying.length ? `; ${staying.length} instance(s) not running stay where they are` : '';
   if (!movable.length) return `${action.batch.join(', ')}: no running instance to move${stays}`;
   const demands = await demandsOf(ctx.cloud, movable);
-  const receivers = await receivingHosts(ctx.cloud, action.batch);
+  const receivers = await receivingHosts(ctx.cloud, action.batch, hypervisorBinary(ctx.services));
   const v = evacuationCapacity(demands, receivers);
   if (!v.fits) throw new EvacuationCapacity(action.batch, v, receivers);
   return (
@@ -717,18 +569,10 @@ const checkService: Handler<'check-service'> = async (action, ctx) => {
 /** One handler per precheck kind; each resolves with a short detail or rejects naming what is wrong. */
 export const PRECHECK_HANDLERS: Pick<
   ActionHandlers,
-  | 'check-reachable'
-  | 'check-healthy'
-  | 'check-galera'
-  | 'check-rabbitmq'
-  | 'check-images'
-  | 'check-capacity'
-  | 'check-service'
+  'check-reachable' | 'check-healthy' | 'check-images' | 'check-capacity' | 'check-service'
 > = {
   'check-reachable': checkReachable,
   'check-healthy': checkHealthy,
-  'check-galera': checkGalera,
-  'check-rabbitmq': checkRabbit,
   'check-images': checkImages,
   'check-capacity': checkCapacity,
   'check-service': checkService,

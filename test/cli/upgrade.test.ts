@@ -4,11 +4,12 @@ import { describe, expect, it } from 'vitest';
 import type { Loaded } from '../../src/cli/context.js';
 import { formatUpgradeReport, targetInventory, UPGRADE_EXIT } from '../../src/cli/upgrade.js';
 import type { UpgradePlan } from '../../src/upgrade/model.js';
-import type { UpgradeReport } from '../../src/upgrade/runner.js';
+import type { UpgradeReport } from '../../src/upgrade/report.js';
 import { copyInventory, runCli } from '../helpers/cli.js';
+import { catalog } from '../helpers/plan.js';
 
 describe('stackctl upgrade', () => {
-  it('prints the phases of zed -> zed-update with --plan and acts on nothing', async () => {
+  it('prints the phases of zed -> zed-update with --dry-run and acts on nothing', async () => {
     const inv = copyInventory('example-multinode.yaml');
     const r = await runCli(
       'upgrade',
@@ -16,7 +17,7 @@ describe('stackctl upgrade', () => {
       inv,
       '--to',
       'zed-update',
-      '--plan',
+      '--dry-run',
       '--batch',
       '4',
       '--pause-at',
@@ -34,8 +35,8 @@ describe('stackctl upgrade', () => {
 
   it('gives stable JSON with --json', async () => {
     const inv = copyInventory('example-multinode.yaml');
-    const a = await runCli('upgrade', '-i', inv, '--to', 'zed-update', '--plan', '--json');
-    const b = await runCli('upgrade', '-i', inv, '--to', 'zed-update', '--plan', '--json');
+    const a = await runCli('upgrade', '-i', inv, '--to', 'zed-update', '--dry-run', '--json');
+    const b = await runCli('upgrade', '-i', inv, '--to', 'zed-update', '--dry-run', '--json');
     expect(a.code).toBe(0);
     expect(a.stdout).toBe(b.stdout);
     const plan = JSON.parse(a.stdout) as { kind: string; phases: { id: string }[] };
@@ -61,10 +62,10 @@ describe('stackctl upgrade', () => {
 
   it('refuses an unknown target manifest and a target that breaks a skew rule', async () => {
     const inv = copyInventory('example-multinode.yaml');
-    const r = await runCli('upgrade', '-i', inv, '--to', 'zed-nope', '--plan');
+    const r = await runCli('upgrade', '-i', inv, '--to', 'zed-nope', '--dry-run');
     expect(r.code).toBe(3);
     expect(r.stderr).toContain('E_UNKNOWN_RELEASE');
-    const s = await runCli('upgrade', '-i', inv, '--to', 'epoxy', '--plan');
+    const s = await runCli('upgrade', '-i', inv, '--to', 'epoxy', '--dry-run');
     expect(s.code).toBe(3);
     expect(s.stderr).toContain('E_UPGRADE_SKEW');
     expect(s.stderr).toContain('nova-compute would run 5 release(s) behind nova-conductor');
@@ -72,7 +73,16 @@ describe('stackctl upgrade', () => {
 
   it('asks the registry with --check-images, and fails with REMOTE when it does not answer', async () => {
     const inv = copyInventory('example-multinode.yaml');
-    const r = await runCli('upgrade', '-i', inv, '--to', 'zed-update', '--plan', '--check-images', '127.0.0.1:17951');
+    const r = await runCli(
+      'upgrade',
+      '-i',
+      inv,
+      '--to',
+      'zed-update',
+      '--dry-run',
+      '--check-images',
+      '127.0.0.1:17951',
+    );
     expect(r.code).toBe(5);
     expect(r.stderr).toContain('E_REGISTRY_UNREACHABLE');
     expect(r.stdout).toBe('');
@@ -80,10 +90,10 @@ describe('stackctl upgrade', () => {
 
   it('refuses bad options', async () => {
     const inv = copyInventory('example-multinode.yaml');
-    const r = await runCli('upgrade', '-i', inv, '--to', 'zed-update', '--plan', '--batch', 'two');
+    const r = await runCli('upgrade', '-i', inv, '--to', 'zed-update', '--dry-run', '--batch', 'two');
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('E_OPTION');
-    const p = await runCli('upgrade', '-i', inv, '--to', 'zed-update', '--plan', '--pause-at', 'lunch');
+    const p = await runCli('upgrade', '-i', inv, '--to', 'zed-update', '--dry-run', '--pause-at', 'lunch');
     expect(p.code).toBe(2);
   });
 
@@ -121,6 +131,10 @@ describe('stackctl upgrade', () => {
             key: 'batch:1#0 hook nova-evacuate@pre-batch:cmp-0',
             action: 'hook',
             subject: 'nova-evacuate@pre-batch:cmp-0',
+            step: 0,
+            node: 'cmp-0',
+            path: 'batch:1/cmp-0/hook',
+            class: 'hard',
             code: 'E_EVACUATE',
             message: 'cmp-0 still holds 1 server',
             hint: 'look at the migration',
@@ -131,7 +145,7 @@ describe('stackctl upgrade', () => {
       'stackctl upgrade -i inv.yaml --to zed-update',
     );
     expect(failed).toContain(
-      'FAILED batch:1 hook nova-evacuate@pre-batch:cmp-0: E_EVACUATE: cmp-0 still holds 1 server',
+      'FAILED batch:1 hook nova-evacuate@pre-batch:cmp-0 [hard]: E_EVACUATE: cmp-0 still holds 1 server',
     );
     expect(failed).toContain('hint: look at the migration');
     expect(failed).toContain('not upgraded: cmp-0 (batch:1): pre-batch hook nova-evacuate failed');
@@ -142,6 +156,7 @@ describe('stackctl upgrade', () => {
 
 describe('the target configs of a fast-forward', () => {
   const all = {
+    catalog,
     loaded: { inventory: { cloud: { release: 'zed', settings: { nova_compute_driver: 'fake.FakeDriver' } } } },
   };
   const plan = (fastForward: boolean, services: string[]) =>
@@ -150,7 +165,7 @@ describe('the target configs of a fast-forward', () => {
       ...(fastForward ? { fastForward: {} } : {}),
     }) as unknown as UpgradePlan;
 
-  it("turns Nova's old-compute check off only for a fast-forward that moves Nova", () => {
+  it("turns Nova's old-compute check off only for a fast-forward that moves Nova (its service file's fast_forward_settings)", () => {
     const ff = targetInventory(all as unknown as Loaded, plan(true, ['keystone', 'nova-api']));
     expect(ff.cloud.settings).toEqual({
       nova_compute_driver: 'fake.FakeDriver',

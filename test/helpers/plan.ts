@@ -3,9 +3,12 @@ import { defaultReleasesDir, defaultRolesDir } from '../../src/core/paths.js';
 import type { Secret } from '../../src/core/secret.js';
 import { allocate, EMPTY_IPAM } from '../../src/inventory/ipam.js';
 import { parseInventory } from '../../src/inventory/load.js';
-import { loadCatalog } from '../../src/roles/catalog.js';
+import { stringify } from 'yaml';
+import type { Inventory } from '../../src/inventory/schema.js';
+import { loadCatalog, type Catalog } from '../../src/roles/catalog.js';
 import { buildPlan, type PlanResult } from '../../src/roles/plan.js';
 import { loadRelease } from '../../src/roles/release.js';
+import { planDeploy, type DeployPlan } from '../../src/orchestrator/planner.js';
 import type { Release } from '../../src/roles/schema.js';
 
 /** The shipped roles and the zed release manifest. */
@@ -26,4 +29,43 @@ export function planFromText(text: string, secrets?: ReadonlyMap<string, Secret>
     addresses: alloc.addresses,
     ...(secrets ? { secrets } : {}),
   });
+}
+
+/**
+ * The deploy plans an upgrade of this inventory diffs: the current release's and the target's
+ * (placeholders for secrets, as `upgrade --dry-run` without a secrets file).
+ */
+export function upgradeDeployPlans(
+  text: string,
+  current: Release,
+  target: Release,
+): { currentDeploy: DeployPlan; targetDeploy: DeployPlan } {
+  return {
+    currentDeploy: planDeploy(planFromText(text, undefined, current).effective, catalog),
+    targetDeploy: planDeploy(planFromText(text, undefined, target).effective, catalog),
+  };
+}
+
+/** The same for an inventory object and a catalog of the test's own (written out and read back). */
+export function upgradeDeployPlansOf(
+  inventory: Inventory,
+  cat: Catalog,
+  current: Release,
+  target: Release,
+): { currentDeploy: DeployPlan; targetDeploy: DeployPlan } {
+  const text = stringify(inventory, { defaultStringType: 'QUOTE_DOUBLE', defaultKeyType: 'PLAIN' });
+  const loaded = parseInventory('inv.yaml', text, { roles: cat.roleInfo });
+  const alloc = allocate(loaded.inventory, loaded.networks, cat.roleInfo, EMPTY_IPAM, (p) => loaded.source.locate(p));
+  const of = (release: Release): DeployPlan =>
+    planDeploy(
+      buildPlan({
+        inventory: loaded.inventory,
+        inventoryDigest: sha256(text),
+        catalog: cat,
+        release,
+        addresses: alloc.addresses,
+      }).effective,
+      cat,
+    );
+  return { currentDeploy: of(current), targetDeploy: of(target) };
 }

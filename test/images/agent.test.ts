@@ -2,18 +2,25 @@
  * The deploy agent's own logic, run by the same busybox (Debian
  * busybox-static) the ramdisk carries, against a sysfs tree made here and
  * files standing in for disks: root device hints, the checked image write
- * (through RAM, or streamed), the partition stretch and the cleaning wipe. The whole chain
- * in a VM is in test/provision/deploy-e2e.test.ts.
+ * (through RAM, or streamed), the partition stretch, the cleaning wipe, the
+ * SSH host key made with the deployed system's own ssh-keygen (here a small
+ * root file system holding this machine's ssh-keygen and its libraries), and
+ * the command loop's answer to a refused or cut-short command. The whole
+ * chain in a VM is in test/provision/deploy-e2e.test.ts.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Secret } from '../../src/core/secret.js';
 import { BootServer, type AgentReport } from '../../src/pxe/http.js';
 import { defaultRamdiskSourceDir } from '../../src/images/ramdisk.js';
+import { parsePublicKey } from '../../src/remote/keys.js';
 
 const BUSYBOX = '/bin/busybox';
 const GiB = 1024 ** 3;
@@ -90,7 +97,8 @@ beforeAll(async () => {
     filesDir: join(dir, 'files'),
     kernel: 'vmlinuz',
     initrd: 'initrd.gz',
-    nodes: [{ name: 'n1', mac: '52:54:00:00:00:01' }],
+    // the agent runs on this machine: the node's lease address is loopback here
+    nodes: [{ name: 'n1', mac: '52:54:00:00:00:01', ip: '127.0.0.1' }],
     onReport: (r) => void reports.push(r),
     newToken: () => (token = randomBytes(32).toString('base64url')),
   });
@@ -224,4 +232,104 @@ describe('cleaning', () => {
     expect(d.subarray(MiB, 3 * MiB).every((b) => b === 0xee)).toBe(true);
     expect(d.subarray(3 * MiB).every((b) => b === 0)).toBe(true);
   });
+});
+
+/**
+ * A root file system with just enough to run this machine's ssh-keygen in a
+ * chroot, as the agent runs the deployed image's: the binary, the libraries
+ * and loader `ldd` names, and root in /etc/passwd (ssh-keygen looks itself up).
+ */
+function keygenRoot(root: string): void {
+  const ldd = spawnSync('ldd', ['/usr/bin/ssh-keygen'], { encoding: 'utf8' });
+  if (ldd.status !== 0) throw new Error(`ldd /usr/bin/ssh-keygen failed: run "apt-get install openssh-client"`);
+  const files = ['/usr/bin/ssh-keygen', ...[...ldd.stdout.matchAll(/(\/\S+) \(0x/g)].map((m) => m[1]!)];
+  for (const f of files) {
+    mkdirSync(join(root, dirname(f)), { recursive: true });
+    copyFileSync(f, join(root, f));
+  }
+  mkdirSync(join(root, 'etc'), { recursive: true });
+  writeFileSync(join(root, 'etc', 'passwd'), 'root:x:0:0:root:/root:/bin/sh\n');
+  writeFileSync(join(root, 'etc', 'nsswitch.conf'), 'passwd: files\n');
+}
+
+describe('SSH host key', () => {
+  it('is made in the deployed system by its own ssh-keygen; only the public line comes out', async () => {
+    const root = join(dir, 'keygen-root');
+    keygenRoot(root);
+    const r = await agent(`host_key "${root}" ed25519 root@n1`);
+    expect(r.code, r.err).toBe(0);
+    expect(r.out).toMatch(/^ssh-ed25519 [A-Za-z0-9+/]+=* root@n1$/);
+    expect(parsePublicKey(r.out).type).toBe('ssh-ed25519');
+    const key = join(root, 'etc', 'ssh', 'ssh_host_ed25519_key');
+    expect(readFileSync(key, 'utf8')).toMatch(/^-----BEGIN OPENSSH PRIVATE KEY-----/);
+    expect(statSync(key).mode & 0o777).toBe(0o600);
+    expect(readFileSync(`${key}.pub`, 'utf8').trim()).toBe(r.out);
+    // the fingerprint is on the console for the operator to compare; the private key is not
+    expect(r.err).toMatch(/SSH host key: 256 SHA256:\S+ root@n1 \(ED25519\)/);
+    expect(r.out + r.err).not.toContain('PRIVATE');
+    // /dev was lent for the run only
+    expect(readFileSync('/proc/self/mounts', 'utf8')).not.toContain(join(root, 'dev'));
+    // a key that came with the image is replaced, not kept
+    const again = await agent(`host_key "${root}" ed25519 root@n1`);
+    expect(again.code, again.err).toBe(0);
+    expect(again.out).not.toBe(r.out);
+  });
+
+  it('says why when the image has no ssh-keygen', async () => {
+    const root = join(dir, 'no-keygen-root');
+    mkdirSync(join(root, 'etc'), { recursive: true });
+    const r = await agent(`host_key "${root}" ed25519 root@n1`);
+    expect(r).toMatchObject({
+      code: 1,
+      out: 'the image has no /usr/bin/ssh-keygen (Debian openssh-client) to make the SSH host key',
+    });
+  });
+});
+
+describe('command loop', () => {
+  it('ends the boot with a failed result when the command is refused (it is handed out once)', async () => {
+    reports.length = 0;
+    server.arm('n1', 'deploy', {
+      kind: 'deploy',
+      image: 'host.img.gz',
+      sha256: sum,
+      rawBytes: raw.length,
+      bytes: gz.length,
+      hints: {},
+      files: [{ path: '/etc/secret', mode: 0o600, content: new Secret('s3cret') }],
+    });
+    // someone (or an earlier try of this agent) already took it
+    const taken = await fetch(`${server.url}/v1/agent/n1/command`, { headers: { Authorization: `Bearer ${token}` } });
+    expect(taken.status).toBe(200);
+    const r = await agent(`API=${server.url} NODE=n1 TOKEN=${token}; command_loop`);
+    expect(r.code).toBe(1);
+    expect(r.err).toMatch(/command refused: .*403/);
+    expect(reports.find((x) => x.endpoint === 'result')?.body).toMatchObject({
+      status: 'failed',
+      step: 'command',
+      message: expect.stringMatching(/^the boot server refused the command \(.*403.*\)$/),
+    });
+    expect(server.isArmed('n1')).toBe(false);
+    server.disarm('n1');
+  });
+
+  it('asks again for a command that was cut short (no `end` line), and acts on the whole one', async () => {
+    const answers = ['deploy\nimage http://x/host.img.gz ' + sum, 'poweroff\nend\n'];
+    const asked: string[] = [];
+    const api = createServer((req, res) => {
+      asked.push(req.url ?? '');
+      res.end(answers.shift() ?? 'wait\nend\n');
+    });
+    await new Promise<void>((r) => api.listen(0, '127.0.0.1', () => r()));
+    try {
+      const url = `http://127.0.0.1:${(api.address() as AddressInfo).port}`;
+      const r = await agent(`API=${url} NODE=n1 TOKEN=t; command_loop`);
+      expect(r.code, r.err).toBe(0);
+      expect(r.err).toMatch(/the command was cut short \(\d+ bytes\): asking again/);
+      // the cut-short deploy was never started: nothing but the two command requests
+      expect(asked).toEqual(['/v1/agent/n1/command', '/v1/agent/n1/command']);
+    } finally {
+      api.close();
+    }
+  }, 20_000);
 });

@@ -264,7 +264,7 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
       process.stderr.write(`status (healthy): ${((Date.now() - t0) / 1000).toFixed(1)} s\n`);
       expect(report.findings).toEqual([]);
       expect(code).toBe(0);
-      expect(report).toMatchObject({ version: 1, cloud: 'deployid', verdict: 'healthy', exitCode: 0 });
+      expect(report).toMatchObject({ version: 2, cloud: 'deployid', verdict: 'healthy', exitCode: 0 });
       expect(report.services).toEqual(SERVICES.split(','));
       const [ctl, cmp] = report.nodes;
       expect(ctl).toMatchObject({ name: 'ctl-0', role: 'Controller', address: `${P}.24.10`, reachable: true });
@@ -278,7 +278,9 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
       }
       expect(ctl!.configFiles.drift).toEqual([]);
       // One MariaDB server: Galera replication is off by design, and that is healthy.
-      expect(report.galera).toEqual({
+      expect(report.clusters).toContainEqual({
+        service: 'mariadb',
+        kind: 'galera',
         state: 'ok',
         expected: 1,
         members: [{ node: 'ctl-0', wsrepOn: false, clusterSize: 0, clusterStatus: 'Disconnected' }],
@@ -496,16 +498,16 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
     const effectLines = (): JournalRecord[] =>
       parseJournal(readFileSync(journalFile, 'utf8'))
         .slice(start)
-        .filter((r) => r.type === 'intent' || r.type === 'done');
+        .filter((r) => r.type === 'effect' && (r.state === 'intent' || r.state === 'done'));
     const deadline = Date.now() + 180_000;
     while (Date.now() < deadline && effectLines().length < killAt) await sleep(10);
     expect(effectLines().length, childOut).toBeGreaterThanOrEqual(killAt);
     child.kill('SIGKILL');
     expect(await exited).toBeNull(); // died of the signal
     const killedRun = journal().slice(start);
-    const last = killedRun.filter((r) => r.type === 'intent' || r.type === 'done').at(-1);
+    const last = killedRun.filter((r) => r.type === 'effect').at(-1);
     process.stderr.write(
-      `killed at effect line ${killAt}: last journaled '${last?.type} ${last && 'effect' in last ? effectKey(last.effect) : ''}'\n`,
+      `killed at effect line ${killAt}: last journaled '${last?.type === 'effect' ? `${last.state} ${effectKey(last.effect)}` : ''}'\n`,
     );
     expect(killedRun.some((r) => r.type === 'run.end')).toBe(false);
 
@@ -519,7 +521,7 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
     const done = new Map<string, number>();
     const performed = new Map<string, number>();
     for (const r of run) {
-      if (r.type !== 'done') continue;
+      if (r.type !== 'effect' || r.state !== 'done') continue;
       const k = effectKey(r.effect).split(' ').slice(0, 3).join(' ');
       done.set(k, (done.get(k) ?? 0) + 1);
       if (!r.verified) performed.set(k, (performed.get(k) ?? 0) + 1);
@@ -543,16 +545,24 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
     writeFileSync(
       journalFileFor(lab.inventory),
       readFileSync(journalFileFor(lab.inventory), 'utf8') +
-        JSON.stringify({ time: '', run: 'cut0ff', type: 'run.start', resumed: false }) +
+        JSON.stringify({
+          time: '',
+          run: 'cut0ff',
+          type: 'run.start',
+          format: 2,
+          command: 'deploy',
+          mode: 'new',
+          target: 'zed',
+        }) +
         '\n' +
-        JSON.stringify({ time: '', run: 'cut0ff', type: 'intent', effect: upload }) +
+        JSON.stringify({ time: '', run: 'cut0ff', type: 'effect', state: 'intent', effect: upload }) +
         '\n',
     );
     const { report, text } = await deploy({ resume: true });
     expect(text).toMatch(/resuming run cut0ff: 0 side effect\(s\) done, 1 to re-check/);
     expect(report?.changes).toBe(0);
     const after = journal().filter((r) => r.run === 'cut0ff');
-    expect(after.filter((r) => r.type === 'done')).toEqual([
+    expect(after.filter((r) => r.type === 'effect' && r.state === 'done')).toEqual([
       expect.objectContaining({ effect: upload, verified: true }),
     ]);
     expect(await lab.startedAt()).toEqual(before);
@@ -594,19 +604,21 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
         process.exitCode = undefined;
 
         await asControllers(async () => {
-          const within = await lab.deploy({ services: 'memcached', roles: dir, failureBudget: '50' });
+          const within = await lab.deploy({ services: 'memcached', roles: dir, maxFailPercent: 50 });
           expect(within.report?.ok).toBe(false);
           expect(within.report?.aborted).toBeUndefined();
           expect(within.report?.failures).toHaveLength(1);
-          expect(within.report?.failures[0]).toMatchObject({ node: 'cmp-0', path: 'step 2/cmp-0/prepare' });
+          expect(within.report?.failures[0]).toMatchObject({ node: 'cmp-0', path: 'step 2/cmp-0/observe' });
           expect(within.report?.failures[0]?.message).toContain(cmpAddress);
           expect(within.text).toMatch(/step 2 ctl-0: container memcached unchanged/); // ctl-0 went on
-          expect(within.text).toMatch(/^FAILED step 2\/cmp-0\/prepare \[[\w-]+\] E_\w+: cmp-0 \(/m);
+          expect(within.text).toMatch(/^FAILED step 2\/cmp-0\/observe \[[\w-]+\] E_\w+: cmp-0 \(/m);
           expect(within.text).toMatch(/deploy FAILED in [\d.]+ s: 0 change\(s\), failures: 1/);
 
           // The same failure with no budget: the step's apply phase never starts, on any node.
-          const over = await lab.deploy({ services: 'memcached', roles: dir, failureBudget: '0' });
-          expect(over.text).toMatch(/aborted after step 2: failure budget exceeded by Controller \(1\/2\)/);
+          const over = await lab.deploy({ services: 'memcached', roles: dir, maxFailPercent: 0 });
+          expect(over.text).toMatch(
+            /aborted before step 1 \(looking at the nodes\): failure budget exceeded by Controller \(1\/2\)/,
+          );
           expect(over.text).not.toMatch(/ctl-0: container memcached/);
         });
       } finally {
@@ -629,10 +641,10 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
       writeFileSync(knownHosts, lines.join('\n'));
       try {
         await asControllers(async () => {
-          const { report, text } = await lab.deploy({ services: 'memcached', roles: roles(), failureBudget: '50' });
+          const { report, text } = await lab.deploy({ services: 'memcached', roles: roles(), maxFailPercent: 50 });
           expect(report?.failures).toHaveLength(1);
           const f = report!.failures[0]!;
-          expect(f).toMatchObject({ node: 'cmp-0', path: 'step 2/cmp-0/prepare' });
+          expect(f).toMatchObject({ node: 'cmp-0', path: 'step 2/cmp-0/observe' });
           expect(f.message).toContain(real.fingerprint);
           expect(f.message).toContain(impostor.fingerprint);
           expect(text).toContain(real.fingerprint);
@@ -809,7 +821,7 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
 
   /** The upload of memcached's options as the last run recorded it. */
   function lastUpload() {
-    const done = journal().filter((r) => r.type === 'done' && 'effect' in r && r.effect.kind === 'upload');
+    const done = journal().filter((r) => r.type === 'effect' && r.state === 'done' && r.effect.kind === 'upload');
     const last = done[done.length - 1];
     if (!last || !('effect' in last)) throw new Error('no upload in the journal');
     return last.effect;

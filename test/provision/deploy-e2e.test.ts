@@ -2,8 +2,9 @@
  * Provisioning for real, end to end: two QEMU VMs (TCG) on a bridge of their
  * own, our dnsmasq and boot server, the deploy ramdisk and the host image we
  * built. Both nodes are inspected, then deployed from power-off to active;
- * stackctl logs in by SSH with the host key it generated for each node
- * (never trusting on first use) and runs `uname -a` and `docker info`. One
+ * stackctl logs in by SSH with the host key each node's agent made on the
+ * node and reported with its result (never trusting on first use; no private
+ * key crosses the network) and runs `uname -a` and `docker info`. One
  * node is then undeployed (cleaned) and its disk must no longer boot.
  *
  * Bad input, with the real components: an image whose checksum differs from
@@ -408,11 +409,13 @@ describe('provisioning of PXE-booted VMs', () => {
     expect(bad.bytesServed).toBeLessThan(4 * 1024 * 1024 + ramdisk.kernel.size + ramdisk.initrd.size);
   }, 1_500_000);
 
-  it('logs in with the host key stackctl generated, and runs uname -a and docker info', async () => {
+  it('logs in with the host key the node reported, and runs uname -a and docker info', async () => {
     for (const v of [A, B]) {
-      // known before the node ever booted: recorded at deploy, no trust on first use
+      // known before the node booted from its disk: reported by the agent, no trust on first use
       const keys = recordedKeys(join(dir, 'lab.known_hosts'), v.ip, 22);
       expect(keys).toHaveLength(1);
+      // the agent printed its fingerprint on the console, for an operator to compare
+      expect(consoles.text(v.node)).toContain(`SSH host key: 256 ${keys[0]!.fingerprint} root@${v.node} (ED25519)`);
       const t = { node: v.node, host: v.ip, port: 22, user: 'root' };
       const uname = await pool!.exec(t, ['uname', '-a'], { timeoutMs: 30_000 });
       expect(uname.code).toBe(0);

@@ -1,18 +1,18 @@
 /**
  * The deploy and undeploy workflows against an in-memory machine and our
  * boot server (in process, on loopback), with the agent's calls made here
- * over HTTP as the ramdisk makes them: what the command carries, the host
- * key recorded before boot, success, the agent's failures, silence, the
- * deadline with what the boot services saw, a lost token, undeploy and
- * cleaning, and the states the API refuses. The same chain with real VMs is
- * deploy-e2e.test.ts.
+ * over HTTP as the ramdisk makes them: what the command carries (no private
+ * key), the host key the agent reports recorded before the disk boots,
+ * success, the agent's failures, silence, the deadline with what the boot
+ * services saw, a lost token, an arming gone suspect (a forged result is not
+ * trusted), undeploy and cleaning, and the states the API refuses. The same
+ * chain with real VMs is deploy-e2e.test.ts.
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { RemoteError } from '../../src/core/errors.js';
-import { Secret } from '../../src/core/secret.js';
 import { InMemoryMachine } from '../../src/lab/vbmc/machine.js';
 import {
   AgentResults,
@@ -44,6 +44,8 @@ const TARGET: DeployTarget = {
   rootDevice: { serial: 'S1' },
 };
 const OPERATOR_KEY = generateEd25519('operator').publicKey.line;
+/** What the agent reports after making the node's key. */
+const NODE_KEY = generateEd25519('root@n1').publicKey.line;
 
 let dir: string;
 let server: BootServer;
@@ -60,7 +62,8 @@ beforeAll(async () => {
     filesDir: dir,
     kernel: 'vmlinuz',
     initrd: 'initrd.gz',
-    nodes: [{ name: NODE, mac: MAC }],
+    // the agent's calls come from this process: the node's lease address is loopback here
+    nodes: [{ name: NODE, mac: MAC, ip: '127.0.0.1' }],
     onReport: results.handler,
     now: () => clock,
     newToken: () => (token = `token-${++tokens}`),
@@ -81,6 +84,7 @@ function setup(): { deps: DeployDeps; machine: InMemoryMachine; nodes: NodeState
   const nodes = NodeStateStore.open(join(dir, `${tokens}-lab.nodes.json`), {
     now: () => new Date(clock),
     write: (f, t) => void files.set(f, t),
+    read: (f) => files.get(f),
   });
   const machine = new InMemoryMachine({ name: NODE });
   const knownHosts = join(dir, `${tokens}-lab.known_hosts`);
@@ -119,6 +123,11 @@ async function agent(method: 'GET' | 'POST', endpoint: string, body?: unknown): 
   });
 }
 
+/** The node's boot script, as iPXE asks for it. */
+function script(): Promise<Response> {
+  return fetch(`${server.url}/boot/${MAC.replace(/:/g, '-')}.ipxe`);
+}
+
 /** The `file` lines of a command, decoded, by path. */
 function filesOf(command: string): Map<string, { mode: string; text: string }> {
   const out = new Map<string, { mode: string; text: string }>();
@@ -130,7 +139,6 @@ function filesOf(command: string): Map<string, { mode: string; text: string }> {
 }
 
 describe('what the deploy writes into the node', () => {
-  const key = { privateKey: new Secret('k'), publicLine: 'ssh-ed25519 AAAA' };
   const carried: DeployTarget = {
     ...TARGET,
     networks: [
@@ -140,7 +148,7 @@ describe('what the deploy writes into the node', () => {
     insecureRegistries: ['192.168.24.1:5000'],
   };
   const byPath = (t: DeployTarget): Map<string, string> =>
-    new Map(nodeFiles(t, key, OPERATOR_KEY).map((f) => [f.path, String(f.content)]));
+    new Map(nodeFiles(t, OPERATOR_KEY).map((f) => [f.path, String(f.content)]));
 
   it('carries the other networks on the provisioning NIC: untagged as more addresses, tagged as VLAN interfaces', () => {
     const files = byPath(carried);
@@ -164,51 +172,73 @@ describe('what the deploy writes into the node', () => {
 });
 
 describe('reconcileDeploy', () => {
-  it('boots the ramdisk with a command that carries identity, network and keys, and boots the disk after the result', async () => {
+  it('boots the ramdisk with a command that carries identity, network and no key, and records the reported key before the disk boots', async () => {
     const t = setup();
     startDeploy(t.deps, NODE);
     const booted = await reconcileDeploy(t.deps, TARGET);
     expect(booted).toMatchObject({ state: 'deploy wait', dirty: true });
     expect(await t.machine.powerState()).toBe('on');
-
-    // the host key is known before the node ever boots from its disk
-    const recorded = recordedKeys(t.knownHosts, TARGET.ip, 22);
-    expect(recorded).toHaveLength(1);
+    // nothing is known of the node's key until its agent makes one
+    expect(recordedKeys(t.knownHosts, TARGET.ip, 22)).toHaveLength(0);
 
     const command = await (await agent('GET', 'command')).text();
     const lines = command.split('\n');
-    expect(lines.slice(0, 3)).toEqual([
+    expect(lines.slice(0, 4)).toEqual([
       'deploy',
       `image ${server.url}/files/host-abc.img.lzo ${'b'.repeat(64)} 900000000 300000000`,
       'hint serial S1',
+      'hostkey ed25519 root@n1',
     ]);
+    expect(lines.slice(-2)).toEqual(['end', '']);
+    // no private key crosses the network: the agent makes it on the node
+    expect(command).not.toMatch(/PRIVATE|ssh_host_ed25519_key /);
     const files = filesOf(command);
     expect(files.get('/etc/hostname')).toEqual({ mode: '0644', text: 'n1\n' });
     expect(files.get('/etc/systemd/network/10-provisioning.network')?.text).toBe(networkFile(TARGET));
     expect(networkFile(TARGET)).toContain(`MACAddress=${MAC}\n`);
     expect(networkFile(TARGET)).toContain('Address=192.168.24.11/24\nGateway=192.168.24.1\n');
     expect(files.get('/root/.ssh/authorized_keys')).toEqual({ mode: '0600', text: `${OPERATOR_KEY}\n` });
-    expect(files.get('/etc/ssh/ssh_host_ed25519_key')?.mode).toBe('0600');
-    expect(files.get('/etc/ssh/ssh_host_ed25519_key')?.text).toMatch(/^-----BEGIN OPENSSH PRIVATE KEY-----/);
-    expect(files.get('/etc/ssh/ssh_host_ed25519_key.pub')?.text).toBe(`${recorded[0]!.line} root@n1\n`);
+    expect(files.get('/etc/ssh/sshd_config.d/20-stackctl-hostkey.conf')?.text).toContain(
+      'HostKey /etc/ssh/ssh_host_ed25519_key\n',
+    );
+    expect([...files.keys()].some((p) => p.startsWith('/etc/ssh/ssh_host_'))).toBe(false);
 
     clock += 5_000;
     expect((await agent('POST', 'heartbeat', { step: 'write-image' })).status).toBe(202);
     expect(await reconcileDeploy(t.deps, TARGET)).toMatchObject({ state: 'deploy wait', dirty: true });
     clock += 5_000;
-    const result = { status: 'ok', step: 'deploy', root_device: '/dev/vda', timings: { 'write-image': 40 } };
+    const hostKey = `${NODE_KEY} root@n1`;
+    const result = {
+      status: 'ok',
+      step: 'deploy',
+      root_device: '/dev/vda',
+      host_key: hostKey,
+      timings: { 'write-image': 40 },
+    };
     expect((await agent('POST', 'result', result)).status).toBe(202);
     // the agent powers off by itself
     await t.machine.powerOff();
     const done = await reconcileDeploy(t.deps, TARGET);
     expect(done).toMatchObject({ state: 'active', dirty: false });
+    // the reported key, known before the node boots from its disk
+    expect(recordedKeys(t.knownHosts, TARGET.ip, 22).map((k) => k.line)).toEqual([NODE_KEY]);
     expect(await t.machine.powerState()).toBe('on');
     expect(await t.machine.getBootDevice()).toMatchObject({ device: 'disk', persistent: true });
     expect(server.isArmed(NODE)).toBe(false);
     expect(t.nodes.get(NODE).history.at(-1)?.reason).toBe(`image ${'b'.repeat(12)} written to /dev/vda; booting it`);
-    // the private key went to the agent only
-    expect(JSON.stringify(t.nodes.list())).not.toContain('PRIVATE');
-    expect(readFileSync(t.knownHosts, 'utf8')).not.toContain('PRIVATE');
+    expect(readFileSync(t.knownHosts, 'utf8')).toBe(`${TARGET.ip} ${NODE_KEY}\n`);
+  });
+
+  it('fails an ok result that reports no host key, and boots nothing', async () => {
+    const t = setup();
+    startDeploy(t.deps, NODE);
+    await reconcileDeploy(t.deps, TARGET);
+    expect((await agent('POST', 'result', { status: 'ok', step: 'deploy', root_device: '/dev/vda' })).status).toBe(202);
+    await t.machine.powerOff();
+    const step = await reconcileDeploy(t.deps, TARGET);
+    expect(step).toMatchObject({ state: 'deploy failed', dirty: false, error: { code: 'E_AGENT_HOST_KEY' } });
+    expect(step.error?.hint).toMatch(/build-ramdisk --force/);
+    expect(await t.machine.powerState()).toBe('off');
   });
 
   it("fails the deploy on the agent's failure, with its reason, and powers the node off", async () => {
@@ -259,17 +289,59 @@ describe('reconcileDeploy', () => {
     expect(await t.machine.powerState()).toBe('off');
   });
 
-  it('boots again with a new token and host key when the boot server lost the token (resume)', async () => {
+  it('boots again with a new token when the boot server lost the token (resume)', async () => {
     const t = setup();
     startDeploy(t.deps, NODE);
     await reconcileDeploy(t.deps, TARGET);
     const first = token;
-    const key = recordedKeys(t.knownHosts, TARGET.ip, 22)[0]!.line;
     server.disarm(NODE);
     expect(await reconcileDeploy(t.deps, TARGET)).toMatchObject({ state: 'deploy wait', dirty: true });
     expect(token).not.toBe(first);
     expect(server.isArmed(NODE)).toBe(true);
-    expect(recordedKeys(t.knownHosts, TARGET.ip, 22).map((k) => k.line)).not.toContain(key);
+  });
+});
+
+// NOTE: after the deadline test: these fetch boot scripts, which the boot trail counts
+describe('an arming gone suspect', () => {
+  it('fails at once when the node asks for its boot script a second time (rebooted, or someone took it first)', async () => {
+    const t = setup();
+    startDeploy(t.deps, NODE);
+    await reconcileDeploy(t.deps, TARGET);
+    expect((await script()).status).toBe(200);
+    expect((await script()).status).toBe(403);
+    const step = await reconcileDeploy(t.deps, TARGET);
+    expect(step).toMatchObject({ state: 'deploy failed', dirty: false, error: { code: 'E_BOOT_TOKEN_EXPOSED' } });
+    expect(step.error?.message).toBe(
+      "node 'n1': its network boot can no longer be trusted: its boot script was asked for a second time " +
+        '(from 127.0.0.1); the deploy stopped before trusting anything the node reported',
+    );
+    expect(step.error?.hint).toMatch(/pxe\.refused/);
+    expect(await t.machine.powerState()).toBe('off');
+    expect(server.isArmed(NODE)).toBe(false);
+  });
+
+  it('does not trust a forged result: the real node asking for its script meanwhile fails the deploy, key unrecorded', async () => {
+    const t = setup();
+    startDeploy(t.deps, NODE);
+    await reconcileDeploy(t.deps, TARGET);
+    // someone with the node's MAC and address is faster: script, then a result with their own key
+    expect((await script()).status).toBe(200);
+    const forged = { status: 'ok', step: 'deploy', root_device: '/dev/vda', host_key: `${NODE_KEY} root@n1` };
+    expect((await agent('POST', 'result', forged)).status).toBe(202);
+    // the real node, still powered on, asks for its script while stackctl waits for the agent's power-off
+    let asked = 0;
+    const deps: DeployDeps = {
+      ...t.deps,
+      sleep: async (ms) => {
+        clock += ms;
+        if (!asked++) expect((await script()).status).toBe(403);
+      },
+    };
+    const step = await reconcileDeploy(deps, TARGET);
+    expect(asked).toBeGreaterThan(0);
+    expect(step).toMatchObject({ state: 'deploy failed', error: { code: 'E_BOOT_TOKEN_EXPOSED' } });
+    expect(recordedKeys(t.knownHosts, TARGET.ip, 22)).toHaveLength(0);
+    expect(await t.machine.powerState()).toBe('off');
   });
 });
 
@@ -284,12 +356,32 @@ describe('reconcileUndeploy', () => {
     expect(await t.machine.powerState()).toBe('off');
     expect(await reconcileUndeploy(t.deps, TARGET)).toMatchObject({ state: 'clean wait', dirty: true });
     expect(await t.machine.powerState()).toBe('on');
-    expect(await (await agent('GET', 'command')).text()).toBe('clean\n');
+    expect(await (await agent('GET', 'command')).text()).toBe('clean\nend\n');
     const message = 'wiped the partition tables and ends of: /dev/vda';
     expect((await agent('POST', 'result', { status: 'ok', step: 'clean', message })).status).toBe(202);
     await t.machine.powerOff();
     expect(await reconcileUndeploy(t.deps, TARGET)).toMatchObject({ state: 'available', dirty: false });
     expect(t.nodes.get(NODE).history.at(-1)?.reason).toBe(message);
+  });
+});
+
+describe('cleaning in an arming gone suspect', () => {
+  it('does not make the node available on a "cleaned" result when its boot script was asked for twice', async () => {
+    const t = setup();
+    t.nodes.apply(NODE, 'deploy');
+    t.nodes.apply(NODE, 'done', 'deployed');
+    startUndeploy(t.deps, NODE);
+    await reconcileUndeploy(t.deps, TARGET);
+    await reconcileUndeploy(t.deps, TARGET);
+    expect((await script()).status).toBe(200);
+    expect((await script()).status).toBe(403);
+    const message = 'wiped the partition tables and ends of: /dev/vda';
+    expect((await agent('POST', 'result', { status: 'ok', step: 'clean', message })).status).toBe(202);
+    await t.machine.powerOff();
+    const step = await reconcileUndeploy(t.deps, TARGET);
+    expect(step).toMatchObject({ state: 'clean failed', dirty: false, error: { code: 'E_BOOT_TOKEN_EXPOSED' } });
+    expect(step.error?.message).toMatch(/the clean stopped before trusting anything the node reported$/);
+    expect(server.isArmed(NODE)).toBe(false);
   });
 });
 

@@ -3,9 +3,9 @@
  * dnsmasq on a bridge of its own, QEMU's iPXE fetches the node's script from
  * our boot server, boots the ramdisk we built from Debian's kernel, and the
  * agent in it reports the hardware with its one-time token. The report must
- * describe the VM, the token must be refused when reused, and the token must
- * not show up in the serial console, QEMU's arguments, dnsmasq's log or our
- * events.
+ * describe the VM, the token replayed from this machine (not the node's lease
+ * address) must be refused, and the token must not show up in the serial
+ * console, QEMU's arguments, dnsmasq's log or our events.
  *
  * Needs root and the Debian packages qemu-system-x86, dnsmasq-base,
  * iproute2, iptables, and apt access to linux-image-amd64 and busybox-static
@@ -85,7 +85,7 @@ describe('inspection of a PXE-booted VM', () => {
       initrd: ramdisk.initrd.name,
       // quiet + loglevel=3 also keep the kernel from printing its command line (and the token) on the console
       kernelArgs: ['console=ttyS0,115200', 'quiet', 'loglevel=3'],
-      nodes: [{ name: NODE, mac: MAC }],
+      nodes: [{ name: NODE, mac: MAC, ip: NODE_IP }],
       onReport: (r) => {
         if (introspection) introspectionReportHandler(introspection)(r);
         onNextReport?.(r);
@@ -142,7 +142,7 @@ describe('inspection of a PXE-booted VM', () => {
     return `serial console (last lines):\n${console}\nDHCP for ${MAC}: ${JSON.stringify(dhcp?.observations.map((o) => o.kind) ?? [])}`;
   }
 
-  it('gets a report that describes the VM, and refuses the token when it is reused', async () => {
+  it('gets a report that describes the VM, and refuses the token replayed from another address', async () => {
     const machine = vm!;
     const boot = server!;
     const reported = new Promise<AgentReport>((resolve) => (onNextReport = resolve));
@@ -194,18 +194,23 @@ describe('inspection of a PXE-booted VM', () => {
     console.log(`power-on -> powered off: ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 
     expect(token).toBeDefined();
+    // from this machine, not from the VM's lease address: refused whatever the token (spent, here);
+    // a replay from the node's own address is refused as "token already used" (test/pxe/http.test.ts)
     const replay = await fetch(`${boot.url}/v1/agent/${NODE}/introspection`, {
       method: 'POST',
       headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
       body: JSON.stringify(body),
     });
-    expect(replay.status).toBe(401);
+    expect(replay.status).toBe(403);
     expect(events).toContainEqual({
-      kind: 'pxe.token-rejected',
+      kind: 'pxe.refused',
       node: NODE,
-      endpoint: 'introspection',
-      reason: 'token already used',
+      mac: MAC,
+      client: HOST,
+      asked: 'introspection',
+      reason: "not from the node's address",
     });
+    expect(boot.suspicion(NODE)).toBeUndefined();
 
     // the token went to the VM only through its iPXE script
     const serial = readFileSync(join(machine.runDir, QEMU_FILES.serial), 'utf8');

@@ -4,6 +4,9 @@
  * report only if it is newer than the inspection, boots again when the boot
  * server lost the token, and fails the node at the deadline.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { InMemoryMachine } from '../../src/lab/vbmc/machine.js';
 import type { Introspection } from '../../src/pxe/http.js';
@@ -31,8 +34,9 @@ function setup() {
   const now = (): Date => new Date(clock);
   const files = new Map<string, string>();
   const write = (f: string, t: string): void => void files.set(f, t);
-  const nodes = NodeStateStore.open('/nonexistent/lab.nodes.json', { now, write });
-  const introspection = IntrospectionStore.open('/nonexistent/lab.introspection.json', { now, write });
+  const read = (f: string): string | undefined => files.get(f);
+  const nodes = NodeStateStore.open('/nonexistent/lab.nodes.json', { now, write, read });
+  const introspection = IntrospectionStore.open('/nonexistent/lab.introspection.json', { now, write, read });
   const machine = new InMemoryMachine({ name: NODE });
   const armed = new Set<string>();
   let arms = 0;
@@ -141,5 +145,24 @@ describe('reconcileInspection', () => {
     const t = setup();
     expect(await reconcileInspection(t.deps, NODE)).toEqual({ node: NODE, state: 'manageable', dirty: false });
     expect(t.machine.boots).toBe(0);
+  });
+});
+
+describe('IntrospectionStore', () => {
+  it('keeps the reports another store of the same file wrote since it last looked', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'stackctl-introspection-'));
+    try {
+      const file = join(dir, 'site.introspection.json');
+      const a = IntrospectionStore.open(file);
+      const b = IntrospectionStore.open(file);
+      a.put('ctl-0', REPORT);
+      b.put('cmp-0', { ...REPORT, memory_mib: 8192 });
+      const again = IntrospectionStore.open(file);
+      expect(again.get('ctl-0')?.data.memory_mib).toBe(4096);
+      expect(again.get('cmp-0')?.data.memory_mib).toBe(8192);
+      expect(b.get('ctl-0')?.data).toEqual(REPORT);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

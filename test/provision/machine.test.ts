@@ -177,6 +177,46 @@ describe('NodeStateStore', () => {
     expect(store.get('n').state).toBe('verifying');
   });
 
+  it("never overwrites another store's change: apply re-reads the file and applies to the node as it is there", () => {
+    dir = mkdtempSync(join(tmpdir(), 'stackctl-nodes-'));
+    const file = join(dir, 'site.nodes.json');
+    // two stores of one file, both opened before either wrote (as a command's and a workflow's)
+    const a = NodeStateStore.open(file);
+    const b = NodeStateStore.open(file);
+    a.apply('ctl-0', NodeEvent.MANAGE);
+    b.apply('cmp-0', NodeEvent.MANAGE);
+    a.apply('ctl-0', NodeEvent.DONE);
+    expect(
+      NodeStateStore.open(file)
+        .list()
+        .map((r) => [r.name, r.state]),
+    ).toEqual([
+      ['cmp-0', 'verifying'],
+      ['ctl-0', 'manageable'],
+    ]);
+    // b's view of ctl-0 is stale (enroll); the event applies to the file's state or is refused by it
+    expect(b.get('ctl-0').state).toBe('verifying');
+    expect(() => b.apply('ctl-0', NodeEvent.MANAGE)).toThrow(InvalidTransition);
+    expect(b.get('ctl-0').state).toBe('manageable');
+    expect(b.apply('ctl-0', NodeEvent.INSPECT).history.map((h) => h.event)).toEqual(['manage', 'done', 'inspect']);
+  });
+
+  it('keeps every change of nodes worked on in parallel by one store', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'stackctl-nodes-'));
+    const file = join(dir, 'site.nodes.json');
+    const store = NodeStateStore.open(file);
+    const names = Array.from({ length: 20 }, (_, i) => `n-${i}`);
+    await Promise.all(
+      names.map(async (n, i) => {
+        store.apply(n, NodeEvent.MANAGE);
+        await new Promise((r) => setTimeout(r, (i * 7) % 5));
+        store.apply(n, NodeEvent.DONE);
+      }),
+    );
+    const again = NodeStateStore.open(file);
+    for (const n of names) expect(again.get(n).state).toBe('manageable');
+  });
+
   it('keeps memory and file in step when the write fails', () => {
     const store = NodeStateStore.open('/nonexistent/dir/x.nodes.json');
     expect(() => store.apply('n', NodeEvent.MANAGE)).toThrow(/cannot write/);

@@ -1,6 +1,8 @@
 /**
  * The HTTP boot server, driven by Debian's curl: Range requests, published
- * digests, boot scripts, and the agent API's one-time tokens.
+ * digests, boot scripts, the agent API's one-time tokens, and what is handed
+ * out once and to the node's address only (the node is 127.0.0.1 here; curl
+ * --interface 127.0.0.2 is another machine).
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -15,6 +17,8 @@ import { requireTools } from './netns.js';
 
 const KERNEL = randomBytes(200_000);
 const MAC = '52:54:00:00:10:01';
+/** The source address of "another machine on the segment". */
+const ELSEWHERE = ['--interface', '127.0.0.2'];
 const INTROSPECTION = {
   cpu: { count: 2, arch: 'x86_64' },
   memory_mib: 2048,
@@ -43,8 +47,8 @@ beforeAll(async () => {
     initrd: 'initrd.gz',
     kernelArgs: ['console=ttyS0,115200'],
     nodes: [
-      { name: 'ctl-0', mac: MAC },
-      { name: 'cmp-0', mac: '52:54:00:00:20:01' },
+      { name: 'ctl-0', mac: MAC, ip: '127.0.0.1' },
+      { name: 'cmp-0', mac: '52:54:00:00:20:01', ip: '127.0.0.1' },
     ],
     events: { emit: (e) => events.push(e) },
     onReport: (r) => {
@@ -75,8 +79,9 @@ async function curl(path: string, args: string[] = []): Promise<{ status: number
   return { status: Number(r.stdout), headers: readFileSync(hfile, 'utf8'), body: readFileSync(bfile) };
 }
 
-function post(node: string, endpoint: string, body: unknown, token?: string) {
+function post(node: string, endpoint: string, body: unknown, token?: string, args: string[] = []) {
   return curl(`/v1/agent/${node}/${endpoint}`, [
+    ...args,
     '-X',
     'POST',
     '-H',
@@ -88,8 +93,13 @@ function post(node: string, endpoint: string, body: unknown, token?: string) {
 }
 
 /** Arm a node and read its token from its boot script, the way the node gets it. */
-async function armAndReadToken(node: string, mac: string, purpose: 'inspect' | 'deploy'): Promise<string> {
-  server.arm(node, purpose);
+async function armAndReadToken(
+  node: string,
+  mac: string,
+  purpose: 'inspect' | 'deploy',
+  command?: AgentCommand,
+): Promise<string> {
+  server.arm(node, purpose, command);
   const script = (await curl(`/boot/${mac.replace(/:/g, '-')}.ipxe`)).body.toString();
   const m = /stackctl\.token=(\S+)/.exec(script);
   expect(m).not.toBeNull();
@@ -286,6 +296,7 @@ describe('deploy command and heartbeats', () => {
         'hint min_size_gb 4',
         `file 0644 /etc/hostname ${Buffer.from('cmp-0\n').toString('base64')}`,
         `file 0600 /etc/ssh/ssh_host_ed25519_key ${Buffer.from('-----PRIVATE-----\n').toString('base64')}`,
+        'end',
         '',
       ].join('\n'),
     );
@@ -335,6 +346,15 @@ describe('deploy command and heartbeats', () => {
     }
   });
 
+  it('asks the agent for a host key it makes itself, and ends every command with `end`', () => {
+    const text = renderAgentCommand(
+      { ...COMMAND, files: [], hostKey: { type: 'ed25519', comment: 'root@cmp-0' } },
+      'http://x',
+    );
+    expect(text.split('\n').slice(-3)).toEqual(['hostkey ed25519 root@cmp-0', 'end', '']);
+    expect(renderAgentCommand({ kind: 'clean' }, 'http://x')).toBe('clean\nend\n');
+  });
+
   it('refuses to put line breaks or relative paths into a command; blanks inside a hint are fine', () => {
     expect(renderAgentCommand({ ...COMMAND, hints: { model: 'QEMU HARDDISK' } }, 'http://x')).toContain(
       '\nhint model QEMU HARDDISK\n',
@@ -348,6 +368,137 @@ describe('deploy command and heartbeats', () => {
   });
 });
 
+describe("single use, and the node's address only", () => {
+  const SCRIPT = '/boot/52-54-00-00-10-01.ipxe';
+  const refusals = (): StackctlEvent[] => events.filter((e) => e.kind === 'pxe.refused');
+  const DEPLOY: AgentCommand = {
+    kind: 'deploy',
+    image: 'host-abc.img.lzo',
+    sha256: 'a'.repeat(64),
+    rawBytes: 1_000_000,
+    bytes: 400_000,
+    hints: {},
+    hostKey: { type: 'ed25519', comment: 'root@ctl-0' },
+    files: [{ path: '/etc/hostname', mode: 0o644, content: 'ctl-0\n' }],
+  };
+
+  it('serves the boot script once, to the address of its lease only; a repeat makes the arming suspect', async () => {
+    server.arm('ctl-0', 'deploy', DEPLOY);
+    const other = await curl(SCRIPT, ELSEWHERE);
+    expect(other.status).toBe(403);
+    expect(other.body.toString()).not.toContain('token');
+    expect(refusals()).toEqual([
+      {
+        kind: 'pxe.refused',
+        node: 'ctl-0',
+        mac: MAC,
+        client: '127.0.0.2',
+        asked: 'boot script',
+        reason: "not from the node's address",
+      },
+    ]);
+    // nothing was handed out: the node can still boot
+    expect(server.suspicion('ctl-0')).toBeUndefined();
+    expect((await curl(SCRIPT, ['-I'])).status).toBe(405);
+
+    const first = await curl(SCRIPT);
+    expect(first.status).toBe(200);
+    const token = /stackctl\.token=(\S+)/.exec(first.body.toString())![1]!;
+    const again = await curl(SCRIPT);
+    expect(again.status).toBe(403);
+    expect(again.body.toString()).not.toContain(token);
+    expect(refusals().at(-1)).toMatchObject({
+      client: '127.0.0.1',
+      asked: 'boot script',
+      reason: 'boot script already served in this arming',
+    });
+    expect(server.suspicion('ctl-0')).toBe('its boot script was asked for a second time (from 127.0.0.1)');
+    expect(JSON.stringify(events)).not.toContain(token);
+
+    // a new arming starts clean
+    server.arm('ctl-0', 'deploy', DEPLOY);
+    expect(server.suspicion('ctl-0')).toBeUndefined();
+    expect((await curl(SCRIPT)).status).toBe(200);
+    server.disarm('ctl-0');
+  });
+
+  it('keeps the arming after the token is spent: a script asked for then is still a repeat', async () => {
+    const token = await armAndReadToken('ctl-0', MAC, 'inspect');
+    expect((await post('ctl-0', 'introspection', INTROSPECTION, token)).status).toBe(202);
+    expect(server.isArmed('ctl-0')).toBe(false);
+    // e.g. someone took the script first, reported, and the node asks now
+    expect((await curl(SCRIPT)).status).toBe(403);
+    expect(server.suspicion('ctl-0')).toMatch(/asked for a second time/);
+    // disarmed after the workflow: the node boots its disk
+    server.disarm('ctl-0');
+    expect((await curl(SCRIPT)).body.toString()).toContain('not booting from the network');
+  });
+
+  it('answers agent calls from the node only; its valid token shown elsewhere makes the arming suspect', async () => {
+    const token = await armAndReadToken('ctl-0', MAC, 'deploy');
+    const auth = (t: string) => ['-H', `Authorization: Bearer ${t}`];
+    expect((await curl('/v1/agent/ctl-0/command', [...ELSEWHERE, ...auth('not-the-token')])).status).toBe(403);
+    expect(server.suspicion('ctl-0')).toBeUndefined();
+    const leaked = await post('ctl-0', 'result', { status: 'ok', step: 'deploy' }, token, ELSEWHERE);
+    expect(leaked.status).toBe(403);
+    expect(JSON.parse(leaked.body.toString())).toEqual({ code: 'E_BOOT_FORBIDDEN', message: 'forbidden' });
+    expect(refusals().map((e) => e.kind === 'pxe.refused' && [e.client, e.asked, e.reason])).toEqual([
+      ['127.0.0.2', 'command', "not from the node's address"],
+      ['127.0.0.2', 'result', "not from the node's address, with the node's valid token"],
+    ]);
+    expect(server.suspicion('ctl-0')).toBe('its token was shown from 127.0.0.2');
+    // nothing was taken from the other address: no report, the token is still the node's
+    expect(reports).toEqual([]);
+    expect(server.isArmed('ctl-0')).toBe(true);
+    expect(JSON.stringify(events)).not.toContain(token);
+    server.disarm('ctl-0');
+  });
+
+  it('hands a command with key material out once; a second request gets 403 and an event', async () => {
+    const secret: AgentCommand = {
+      ...DEPLOY,
+      files: [{ path: '/etc/secret', mode: 0o600, content: new Secret('-----PRIVATE-----\n') }],
+    };
+    const token = await armAndReadToken('ctl-0', MAC, 'deploy', secret);
+    const auth = ['-H', `Authorization: Bearer ${token}`];
+    const first = await curl('/v1/agent/ctl-0/command', auth);
+    expect(first.status).toBe(200);
+    expect(first.body.toString()).toContain(Buffer.from('-----PRIVATE-----\n').toString('base64'));
+    const second = await curl('/v1/agent/ctl-0/command', auth);
+    expect(second.status).toBe(403);
+    expect(second.body.toString()).not.toContain(Buffer.from('-----PRIVATE-----\n').toString('base64'));
+    expect(refusals()).toEqual([
+      {
+        kind: 'pxe.refused',
+        node: 'ctl-0',
+        mac: MAC,
+        client: '127.0.0.1',
+        asked: 'command',
+        reason: 'command with key material already served',
+      },
+    ]);
+    // the token itself is not spent: the agent can still report that it failed
+    expect((await post('ctl-0', 'result', { status: 'failed', step: 'command' }, token)).status).toBe(202);
+    expect(JSON.stringify(events)).not.toContain('PRIVATE');
+    server.disarm('ctl-0');
+  });
+
+  it('hands a command without secrets out again until the agent calls on (a cut-short read is retried)', async () => {
+    const token = await armAndReadToken('ctl-0', MAC, 'deploy', DEPLOY);
+    const auth = ['-H', `Authorization: Bearer ${token}`];
+    const one = await curl('/v1/agent/ctl-0/command', auth);
+    const two = await curl('/v1/agent/ctl-0/command', auth);
+    expect([one.status, two.status]).toEqual([200, 200]);
+    expect(two.body.toString()).toBe(one.body.toString());
+    expect(one.body.toString()).toMatch(/\nhostkey ed25519 root@ctl-0\n.*\nend\n$/s);
+    expect((await post('ctl-0', 'heartbeat', { step: 'select-disk' }, token)).status).toBe(202);
+    expect((await curl('/v1/agent/ctl-0/command', auth)).status).toBe(403);
+    expect(refusals().at(-1)).toMatchObject({ asked: 'command', reason: 'command already taken by the agent' });
+    expect(server.suspicion('ctl-0')).toBeUndefined();
+    server.disarm('ctl-0');
+  });
+});
+
 describe('token lifetime', () => {
   it('refuses a token used after its time-to-live', async () => {
     let now = 1_000_000;
@@ -358,7 +509,7 @@ describe('token lifetime', () => {
       filesDir: dir,
       kernel: 'vmlinuz',
       initrd: 'initrd.gz',
-      nodes: [{ name: 'ctl-0', mac: MAC }],
+      nodes: [{ name: 'ctl-0', mac: MAC, ip: '127.0.0.1' }],
       events: { emit: (e) => seen.push(e) },
       onReport: () => undefined,
       now: () => now,

@@ -4,11 +4,16 @@ import { Command } from 'commander';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { reportError } from '../../src/cli/main.js';
 import { registerTrust, type TrustDeps } from '../../src/cli/trust.js';
-import { openPool, remoteFor, sshFilesFor } from '../../src/remote/index.js';
+import { openPool, parsePublicKey, remoteFor, sshFilesFor } from '../../src/remote/index.js';
 import { copyInventory } from '../helpers/cli.js';
 import { sshKeygenFingerprint, startSshd, type TestSshd } from './sshd.js';
 
 let sshd: TestSshd;
+
+/** The base64 of the test sshd's host key, as known_hosts holds it. */
+function hostKeyBase64(): string {
+  return readFileSync(sshd.hostKeyFile + '.pub', 'utf8').split(' ')[1]!;
+}
 
 beforeAll(async () => {
   sshd = await startSshd();
@@ -113,7 +118,7 @@ describe('stackctl nodes trust', () => {
 
   it('reports an unreachable node and carries on with the others', async () => {
     const inv = loopbackInventory();
-    const r = await trust({}, '-i', inv, '--all', '--ssh-port', String(sshd.port), '--yes', '--timeout', '3000');
+    const r = await trust({}, '-i', inv, '--all', '--ssh-port', String(sshd.port), '--yes', '--timeout', '3');
     expect(r.code).toBe(5);
     expect(r.stdout).toMatch(/cmp-0\s+\[127\.0\.0\.2\]:\d+.*FAILED E_SSH_UNREACHABLE/);
     expect(r.stdout).toContain(sshKeygenFingerprint(sshd.hostKeyFile));
@@ -122,13 +127,8 @@ describe('stackctl nodes trust', () => {
     expect(kh).not.toContain('[127.0.0.2]');
   });
 
-  it('asks on a terminal and records on "y"; shows both fingerprints when a key changed', async () => {
+  it('asks on a terminal and records a new key on "y"', async () => {
     const inv = loopbackInventory();
-    const files = sshFilesFor(inv);
-    writeFileSync(
-      files.knownHostsFile,
-      `[127.0.0.1]:${sshd.port} ssh-ed25519 ${Buffer.concat([Buffer.from([0, 0, 0, 11]), Buffer.from('ssh-ed25519'), Buffer.from([0, 0, 0, 32]), Buffer.alloc(32, 7)]).toString('base64')}\n`,
-    );
     const questions: string[] = [];
     const r = await trust(
       { interactive: () => true, confirm: async (q) => (questions.push(q), true) },
@@ -140,13 +140,115 @@ describe('stackctl nodes trust', () => {
       String(sshd.port),
     );
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stdout).toMatch(/CHANGED \(recorded SHA256:/);
-    expect(r.stdout).toContain(sshKeygenFingerprint(sshd.hostKeyFile));
-    expect(questions).toHaveLength(1);
-    expect(readFileSync(files.knownHostsFile, 'utf8').trim().split('\n')).toHaveLength(1);
-    expect(readFileSync(files.knownHostsFile, 'utf8')).toContain(
-      readFileSync(sshd.hostKeyFile + '.pub', 'utf8').split(' ')[1],
-    );
+    expect(questions).toEqual([`Record 1 new host key(s) in ${sshFilesFor(inv).knownHostsFile}? [y/N] `]);
+    expect(readFileSync(sshFilesFor(inv).knownHostsFile, 'utf8')).toContain(hostKeyBase64());
+  });
+
+  describe('a changed key', () => {
+    /** The inventory with another key recorded for ctl-0, and that key's fingerprint. */
+    function changedInventory(): { inv: string; old: string; knownHosts: string } {
+      const inv = loopbackInventory();
+      const knownHosts = sshFilesFor(inv).knownHostsFile;
+      const blob = Buffer.concat([
+        Buffer.from([0, 0, 0, 11]),
+        Buffer.from('ssh-ed25519'),
+        Buffer.from([0, 0, 0, 32]),
+        Buffer.alloc(32, 7),
+      ]);
+      writeFileSync(knownHosts, `[127.0.0.1]:${sshd.port} ssh-ed25519 ${blob.toString('base64')}\n`);
+      return { inv, old: parsePublicKey(`ssh-ed25519 ${blob.toString('base64')}`).fingerprint, knownHosts };
+    }
+
+    it('is refused with --yes alone: both fingerprints and the exact flag in the error, nothing recorded', async () => {
+      const { inv, old, knownHosts } = changedInventory();
+      const before = readFileSync(knownHosts, 'utf8');
+      const print = sshKeygenFingerprint(sshd.hostKeyFile);
+      const port = String(sshd.port);
+      const r = await trust({}, '-i', inv, '--node', 'ctl-0', '--ssh-port', port, '--yes');
+      expect(r.code).toBe(7);
+      expect(r.stdout).toContain(`CHANGED (recorded ${old})`);
+      expect(r.stdout).toContain(print);
+      expect(r.stderr).toContain(
+        `ctl-0: E_HOST_KEY_CHANGED: ctl-0 ([127.0.0.1]:${port}): HOST KEY CHANGED: recorded ssh-ed25519 ${old}; offered ssh-ed25519 ${print}`,
+      );
+      expect(r.stderr).toContain(
+        `run 'stackctl nodes trust -i ${inv} --node ctl-0 --ssh-port ${port} --replace-changed-key ctl-0'`,
+      );
+      expect(readFileSync(knownHosts, 'utf8')).toBe(before);
+
+      const json = await trust({}, '-i', inv, '--node', 'ctl-0', '--ssh-port', port, '--yes', '--json');
+      expect(json.code).toBe(7);
+      expect(JSON.parse(json.stdout)).toEqual([
+        expect.objectContaining({
+          node: 'ctl-0',
+          status: 'changed',
+          fingerprint: print,
+          previous: [old],
+          recorded: false,
+          error: expect.objectContaining({ code: 'E_HOST_KEY_CHANGED' }),
+        }),
+      ]);
+    });
+
+    it('is not taken by "y" at the prompt either', async () => {
+      const { inv, knownHosts } = changedInventory();
+      const before = readFileSync(knownHosts, 'utf8');
+      const questions: string[] = [];
+      const r = await trust(
+        { interactive: () => true, confirm: async (q) => (questions.push(q), true) },
+        '-i',
+        inv,
+        '--node',
+        'ctl-0',
+        '--ssh-port',
+        String(sshd.port),
+      );
+      expect(r.code).toBe(7);
+      expect(questions).toEqual([]);
+      expect(r.stderr).toContain('--replace-changed-key ctl-0');
+      expect(readFileSync(knownHosts, 'utf8')).toBe(before);
+    });
+
+    it('is replaced with --replace-changed-key NODE, showing the old and the new fingerprint', async () => {
+      const { inv, old, knownHosts } = changedInventory();
+      const print = sshKeygenFingerprint(sshd.hostKeyFile);
+      const r = await trust(
+        {},
+        '-i',
+        inv,
+        '--node',
+        'ctl-0',
+        '--ssh-port',
+        String(sshd.port),
+        '--replace-changed-key',
+        'ctl-0',
+      );
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout).toContain(`CHANGED (recorded ${old})`);
+      expect(r.stderr).toContain(`ctl-0: replaced host key ${old} by ${print} in ${knownHosts}`);
+      expect(readFileSync(knownHosts, 'utf8')).toBe(`[127.0.0.1]:${sshd.port} ssh-ed25519 ${hostKeyBase64()}\n`);
+      // once replaced, the key is known; the flag has nothing more to do
+      const again = await trust(
+        {},
+        '-i',
+        inv,
+        '--node',
+        'ctl-0',
+        '--ssh-port',
+        String(sshd.port),
+        '--replace-changed-key',
+        'ctl-0',
+      );
+      expect(again.code).toBe(0);
+      expect(again.stderr).toContain('ctl-0: --replace-changed-key: its key is known, not changed: nothing to replace');
+    });
+
+    it('must name a selected node', async () => {
+      const { inv } = changedInventory();
+      const r = await trust({}, '-i', inv, '--node', 'ctl-0', '--replace-changed-key', 'cmp-0');
+      expect(r.code).toBe(2);
+      expect(r.stderr).toContain("--replace-changed-key names 'cmp-0', not among the nodes selected");
+    });
   });
 
   it('refuses a bad port as a usage error', async () => {

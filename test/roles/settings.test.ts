@@ -129,8 +129,8 @@ describe('a setting of type secret: the one place an inventory may name a secret
     rolesWith({
       'services/keystone.yaml': (t) =>
         t.replace(
-          /\nupgrade:/,
-          "\nsettings:\n  ldap_bind_password: { default: '<secret:keystone_admin_password>', type: secret }\nupgrade:",
+          /\nsettings:\n/,
+          "\nsettings:\n  ldap_bind_password: { default: '<secret:keystone_admin_password>', type: secret }\n",
         ),
       'templates/keystone/keystone.conf.hbs': (t) =>
         `${t}\n[ldap]\npassword = {{ini cloud.settings.ldap_bind_password}}\n`,

@@ -12,6 +12,7 @@ import { Secret } from '../../src/core/secret.js';
 import type { ContainerInfo, ExecResult } from '../../src/remote/index.js';
 import { adminCredentials } from '../../src/roles/credentials.js';
 import { collectStatus, type StatusNodeAccess } from '../../src/status/collect.js';
+import { catalog } from '../helpers/plan.js';
 import { deployed, fakeEngine, labPlan, workOn, type ExecCall } from './fixture.js';
 
 const sample = (name: string): string => readFileSync(join(import.meta.dirname, 'samples', name), 'utf8');
@@ -47,13 +48,13 @@ function cloud(
     docker: engines.get(node)!,
     exec: async () => ok(sums.join('\n')),
   });
-  return { plan, deployPlan, services: [...services], calls, connect };
+  return { plan, deployPlan, services: [...services], roles: catalog.provides, calls, connect };
 }
 
 const IDENTITY = ['haproxy', 'keepalived', 'mariadb', 'memcached', 'keystone'];
 
 describe('collectStatus', () => {
-  it('all as planned: healthy, exit 0, Galera standalone, RabbitMQ and OpenStack not deployed', async () => {
+  it('all as planned: healthy, exit 0, Galera standalone, no RabbitMQ cluster, OpenStack not deployed', async () => {
     const c = cloud(IDENTITY);
     const r = await collectStatus(c, { connect: c.connect });
     expect(r.findings).toEqual([]);
@@ -62,8 +63,8 @@ describe('collectStatus', () => {
       ['ctl-0', true, 6],
       ['cmp-0', true, 0],
     ]);
-    expect(r.galera.state).toBe('ok');
-    expect([r.rabbitmq.state, r.openstack.state]).toEqual(['not deployed', 'not deployed']);
+    expect(r.clusters.map((x) => [x.service, x.kind, x.state])).toEqual([['mariadb', 'galera', 'ok']]);
+    expect(r.openstack.state).toBe('not deployed');
   });
 
   it('an unreachable node is reported with its error; the other is still reported in full', async () => {
@@ -127,7 +128,7 @@ describe('collectStatus', () => {
       ['ctl-0', 'node'],
       ['cmp-0', 'node'],
     ]);
-    expect(r.galera.state).toBe('unknown');
+    expect(r.clusters.find((x) => x.service === 'mariadb')?.state).toBe('unknown');
   });
 
   it('queries at most `concurrency` nodes at once', async () => {
@@ -167,14 +168,16 @@ describe('collectStatus', () => {
     });
     const r = await collectStatus(c, { connect: c.connect });
     expect([r.verdict, r.exitCode]).toEqual(['unhealthy', 8]);
-    expect(r.galera).toEqual({
+    expect(r.clusters.find((x) => x.service === 'mariadb')).toEqual({
+      service: 'mariadb',
+      kind: 'galera',
       state: 'unknown',
       expected: 1,
       members: [{ node: 'ctl-0', error: 'container mariadb exited' }],
     });
     expect(r.findings.map((f) => `${f.node} ${f.subject}: ${f.message}`)).toEqual([
       'ctl-0 mariadb: exited (exit code 1)',
-      'ctl-0 galera: not queried: container mariadb exited',
+      'ctl-0 mariadb: not queried: container mariadb exited',
     ]);
     expect(c.calls).toEqual([]);
   });
@@ -206,7 +209,11 @@ describe('collectStatus', () => {
       expect(x.env?.OS_INTERFACE).toBe('internal');
       expect(String(x.env?.OS_AUTH_URL)).toMatch(/^http:\/\/[\d.]+:5000\/v3$/);
     }
-    expect(r.rabbitmq).toMatchObject({ state: 'ok', expected: 1 });
+    expect(r.clusters.find((x) => x.service === 'rabbitmq')).toMatchObject({
+      kind: 'rabbitmq',
+      state: 'ok',
+      expected: 1,
+    });
     expect([r.verdict, r.exitCode]).toEqual(['healthy', 0]);
     expect(JSON.stringify(r)).not.toContain(PASSWORD);
   });

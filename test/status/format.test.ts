@@ -27,7 +27,7 @@ describe('verdict and exit status', () => {
 
 /** A report of the 1ctl-1comp lab: memcached stopped, cmp-0 powered off. */
 const report: StatusReport = {
-  version: 1,
+  version: 2,
   cloud: 'lab',
   time: '2026-11-22T17:00:00.000Z',
   services: ['mariadb', 'memcached', 'nova-api', 'nova-compute'],
@@ -88,12 +88,15 @@ const report: StatusReport = {
       ms: 10001,
     },
   ],
-  galera: {
-    state: 'ok',
-    expected: 1,
-    members: [{ node: 'ctl-0', wsrepOn: false, clusterSize: 0, clusterStatus: 'Disconnected' }],
-  },
-  rabbitmq: { state: 'not deployed', expected: 0, members: [] },
+  clusters: [
+    {
+      service: 'mariadb',
+      kind: 'galera',
+      state: 'ok',
+      expected: 1,
+      members: [{ node: 'ctl-0', wsrepOn: false, clusterSize: 0, clusterStatus: 'Disconnected' }],
+    },
+  ],
   openstack: {
     state: 'problem',
     via: 'ctl-0/keystone',
@@ -138,7 +141,7 @@ describe('formatStatus', () => {
   });
 
   it('gives the clusters and Nova their lines, and the findings last', () => {
-    expect(text).toContain('galera: ok (plan: 1 member(s))\n  ctl-0: standalone (wsrep off)\nrabbitmq: not deployed\n');
+    expect(text).toContain('mariadb (galera): ok (plan: 1 member(s))\n  ctl-0: standalone (wsrep off)\nopenstack: ');
     expect(text).toContain('openstack: problem (asked in ctl-0/keystone)\n');
     expect(text).toMatch(/^ {2}nova-compute\s+cmp-0\s+nova\s+enabled\s+down\s+-$/m);
     expect(text).toContain('  no hypervisors\n');

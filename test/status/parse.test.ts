@@ -6,15 +6,11 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { evaluateGalera, galeraMember, parseVariables } from '../../src/status/galera.js';
-import {
-  evaluateOpenStack,
-  novaExpectation,
-  NOVA_AGENTS,
-  parseComputeServices,
-  parseHypervisors,
-} from '../../src/status/openstack.js';
+import { evaluateOpenStack, novaExpectation } from '../../src/status/openstack.js';
+import { parseComputeServices, parseHypervisors } from '../../src/status/openstack-client.js';
 import { evaluateRabbit, rabbitMember } from '../../src/status/rabbitmq.js';
 
+import { catalog } from '../helpers/plan.js';
 const sample = (name: string): string => readFileSync(join(import.meta.dirname, 'samples', name), 'utf8');
 
 /** `mariadb -N` output of a member of a healthy three-node cluster (the HA lab's values). */
@@ -39,7 +35,7 @@ describe('Galera', () => {
       {
         severity: 'unhealthy',
         node: 'ctl-0',
-        subject: 'galera',
+        subject: 'cluster',
         message: 'replication is off (wsrep_on=0) in a cluster of 3',
       },
     ]);
@@ -124,6 +120,7 @@ describe('OpenStack (python-openstackclient 6.0.0 JSON)', () => {
       ['nova-compute', ['cmp-0']],
       ['keystone', ['ctl-0']],
     ]),
+    catalog.provides.agents,
   );
 
   it('parses compute service list and hypervisor list rows', () => {
@@ -142,13 +139,16 @@ describe('OpenStack (python-openstackclient 6.0.0 JSON)', () => {
   it('expects every planned agent on its hosts and a hypervisor per compute node', () => {
     expect(want).toEqual({
       agents: [
+        { binary: 'nova-compute', host: 'cmp-0' },
         { binary: 'nova-conductor', host: 'ctl-0' },
         { binary: 'nova-scheduler', host: 'ctl-0' },
-        { binary: 'nova-compute', host: 'cmp-0' },
       ],
       hypervisorNodes: ['cmp-0'],
     });
-    expect(Object.keys(NOVA_AGENTS)).toEqual(want.agents.map((a) => a.binary)); // one row per table entry
+    // one row per agent the service files declare
+    expect([...catalog.provides.agents.values()].map((a) => a.binary).sort()).toEqual(
+      want.agents.map((a) => a.binary).sort(),
+    );
     expect(evaluateOpenStack(want, services, hypervisors)).toEqual([]);
   });
 
@@ -158,6 +158,7 @@ describe('OpenStack (python-openstackclient 6.0.0 JSON)', () => {
       .map((s) => (s.binary === 'nova-compute' ? { ...s, state: 'down' } : { ...s, status: 'disabled' }));
     const hyp = hypervisors.map((h) => ({ ...h, hostname: 'cmp-0.example.org', state: 'down' }));
     expect(evaluateOpenStack(want, down, hyp)).toEqual([
+      { severity: 'unhealthy', node: 'cmp-0', subject: 'nova-compute', message: 'compute service down' },
       { severity: 'drift', node: 'ctl-0', subject: 'nova-conductor', message: 'compute service disabled' },
       {
         severity: 'unhealthy',
@@ -165,7 +166,6 @@ describe('OpenStack (python-openstackclient 6.0.0 JSON)', () => {
         subject: 'nova-scheduler',
         message: 'not registered in compute service list',
       },
-      { severity: 'unhealthy', node: 'cmp-0', subject: 'nova-compute', message: 'compute service down' },
       { severity: 'unhealthy', node: 'cmp-0', subject: 'hypervisor', message: 'hypervisor cmp-0.example.org down' },
     ]);
   });

@@ -280,6 +280,7 @@ export function fakeContext(over: Partial<UpgradeContext> = {}): UpgradeContext 
       .flatMap((s) => s.nodes.filter((n) => n.node === node).flatMap((n) => n.containers))
       .find((c) => c.name === container);
   const ctx: UpgradeContext = {
+    services: catalog.provides,
     inventory: loaded.inventory,
     inventoryFile: 'inventories/lab.yaml',
     plan: {} as UpgradeContext['plan'], // NOTE: no handler under test reads the upgrade plan

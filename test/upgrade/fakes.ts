@@ -1,11 +1,11 @@
 /**
- * In-memory fakes for the upgrade runner's tests: a context whose nodes are
+ * In-memory fakes for the engine's tests on upgrade plans: a context whose nodes are
  * maps of running containers, and a handlers table that records every call
  * and can be told to fail.
  */
 import { StackctlError } from '../../src/core/errors.js';
 import type { StackctlEvent } from '../../src/core/events.js';
-import type { NodeAccess } from '../../src/orchestrator/executor.js';
+import type { NodeAccess } from '../../src/orchestrator/context.js';
 import type { ContainerWork, DeployPlan } from '../../src/orchestrator/planner.js';
 import type { ContainerInfo } from '../../src/remote/index.js';
 import type { Release } from '../../src/roles/schema.js';
@@ -90,8 +90,8 @@ export function recordingHandlers(
         details: { ...(nodes ? { nodes } : {}), log: 'last line of the log' },
       });
     }
-    if ((a.kind === 'swap' || a.kind === 'start') && opts.cloud) {
-      for (const c of a.containers) opts.cloud.get(a.node)?.set(c.container, { image: c.to, running: true });
+    if (a.kind === 'ensure' && opts.cloud) {
+      for (const c of a.containers) opts.cloud.get(a.node)?.set(c.name, { image: c.image, running: true });
     }
     if (a.kind === 'stop' && opts.cloud) {
       for (const c of a.containers) opts.cloud.get(a.node)?.delete(c);
@@ -102,17 +102,17 @@ export function recordingHandlers(
   const kinds: UpgradeAction['kind'][] = [
     'check-reachable',
     'check-healthy',
-    'check-galera',
-    'check-rabbitmq',
+    'cluster-check',
     'check-images',
     'check-capacity',
     'check-service',
     'pull',
     'hook',
     'drain',
-    'swap',
+    'ensure',
     'stop',
-    'start',
+    'host',
+    'run-once',
     'health',
     'enable',
     'backup',
@@ -181,6 +181,7 @@ export function fakeContext(
   const empty: DeployPlan = { cloud: 'lab', steps: [], unsupported: [] };
   let t = 0;
   const ctx: UpgradeContext = {
+    services: { clusterChecks: new Map(), agents: new Map() },
     inventory: {} as UpgradeContext['inventory'],
     inventoryFile: opts.inventoryFile ?? '/nonexistent/inv.yaml',
     plan,

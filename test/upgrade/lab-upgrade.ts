@@ -33,13 +33,13 @@ export async function buildTargetImages(registryPort: number, target: Release = 
   return (Date.now() - t0) / 1000;
 }
 
-/** The plan's phases (`upgrade --plan --json`) and the ids of those with an API outage by design. */
+/** The plan's phases (`upgrade --dry-run --json`) and the ids of those with an API outage by design. */
 export async function upgradePlan(
   inventory: string,
   args: readonly string[],
 ): Promise<{ phases: UpgradePhase[]; declared: string[] }> {
-  const planned = await runCli('upgrade', '-i', inventory, ...args, '--plan', '--json');
-  if (planned.code !== 0) throw new Error(`upgrade --plan failed: ${planned.stderr}`);
+  const planned = await runCli('upgrade', '-i', inventory, ...args, '--dry-run', '--json');
+  if (planned.code !== 0) throw new Error(`upgrade --dry-run failed: ${planned.stderr}`);
   const phases = (JSON.parse(planned.stdout) as { phases: UpgradePhase[] }).phases;
   const declared = phases.filter((p) => p.availability !== undefined && p.availability !== 'rolling').map((p) => p.id);
   return { phases, declared };
@@ -153,7 +153,7 @@ export function phaseTimes(inventory: string, since: number): { phase: string; f
   const started = new Map<string, number>();
   const out: { phase: string; from: number; to: number }[] = [];
   for (const e of events(inventory) as { time: string; kind: string; phase?: string; state?: string }[]) {
-    if (e.kind !== 'upgrade.phase' || !e.phase || Date.parse(e.time) < since) continue;
+    if (e.kind !== 'run.phase' || !e.phase || Date.parse(e.time) < since) continue;
     if (e.state === 'start' && !started.has(e.phase)) started.set(e.phase, Date.parse(e.time));
     if (e.state === 'done' || e.state === 'failed')
       out.push({ phase: e.phase, from: started.get(e.phase) ?? Date.parse(e.time), to: Date.parse(e.time) });

@@ -17,7 +17,7 @@ import { loadAll } from '../../src/cli/context.js';
 import { runUpgrade } from '../../src/cli/upgrade.js';
 import { defaultReleasesDir } from '../../src/core/paths.js';
 import { loadRelease } from '../../src/roles/release.js';
-import { parseUpgradeJournal, upgradeJournalFileFor } from '../../src/upgrade/journal.js';
+import { journalFileFor, parseJournal } from '../../src/orchestrator/journal.js';
 import type { UpgradeAction } from '../../src/upgrade/model.js';
 import { runCli, tempDir } from '../helpers/cli.js';
 import { openstack, openstackJson } from '../helpers/openstack.js';
@@ -123,7 +123,7 @@ describe('stackctl upgrade --to epoxy --fast-forward on a 1ctl-1comp lab (zed on
       .flatMap((s) => s.actions)
       .find((a): a is Extract<UpgradeAction, { kind: 'migrate' }> => a.kind === 'migrate')!;
     const oneOff = `stackctl-upgrade-${migration.service}-${migration.stage}`;
-    const journalFile = upgradeJournalFileFor(lab.inventory);
+    const journalFile = journalFileFor(lab.inventory);
     const probe = startProbe(lab.inventory, VIP, PROBE, temps);
     await sleep(3000);
     const t0 = Date.now();
@@ -133,7 +133,7 @@ describe('stackctl upgrade --to epoxy --fast-forward on a 1ctl-1comp lab (zed on
     let caught = false;
     const migrationDone = (): boolean => {
       try {
-        return parseUpgradeJournal(readFileSync(journalFile, 'utf8')).some(
+        return parseJournal(readFileSync(journalFile, 'utf8')).some(
           (r) =>
             r.type === 'action' && r.state === 'done' && r.key.startsWith(`${first.id}#`) && / migrate /.test(r.key),
         );
@@ -202,8 +202,10 @@ describe('stackctl upgrade --to epoxy --fast-forward on a 1ctl-1comp lab (zed on
     openstack(openrc, 'server delete --wait srv-epoxy');
 
     // one run, started once and resumed once; every action done exactly once
-    const records = parseUpgradeJournal(readFileSync(journalFile, 'utf8'));
-    const run = records.filter((r) => r.type === 'run.start' && r.mode === 'new').at(-1)!.run;
+    const records = parseJournal(readFileSync(journalFile, 'utf8'));
+    const run = records
+      .filter((r) => r.type === 'run.start' && r.command === 'upgrade' && r.mode === 'new')
+      .at(-1)!.run;
     const journal = records.filter((r) => r.run === run);
     expect(journal.filter((r) => r.type === 'run.start').map((r) => r.type === 'run.start' && r.mode)).toEqual([
       'new',

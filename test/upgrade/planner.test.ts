@@ -11,8 +11,22 @@ import { ACTION_FORMAT, formatAction, formatUpgradePlan, upgradePlanToJson } fro
 import { BUILTIN_HOOKS, resolveHook } from '../../src/upgrade/hooks.js';
 import { planDigest } from '../../src/upgrade/journal.js';
 import type { UpgradeAction, UpgradeOptions, UpgradePhase, UpgradePlan } from '../../src/upgrade/model.js';
-import { planUpgrade, SkewRefused, upgradeKind } from '../../src/upgrade/planner.js';
+import {
+  planUpgrade as planWithPlans,
+  SkewRefused,
+  upgradeKind,
+  type UpgradeInput,
+} from '../../src/upgrade/planner.js';
+import { upgradeDeployPlansOf } from '../helpers/plan.js';
 import { moveTogether, seriesOrdinal, skippedSeries } from '../../src/upgrade/skew.js';
+
+/** The planner with the two deploy plans it diffs, built from the input's inventory and catalog. */
+function planUpgrade(input: Omit<UpgradeInput, 'currentDeploy' | 'targetDeploy'>): UpgradePlan {
+  return planWithPlans({
+    ...input,
+    ...upgradeDeployPlansOf(input.inventory, input.catalog, input.current, input.target),
+  });
+}
 
 const catalog = loadCatalog(defaultRolesDir());
 const releases = defaultReleasesDir();
@@ -79,7 +93,7 @@ describe('planUpgrade zed -> zed-update on 3 controllers and 2 computes', () => 
     const containersOn = (p: UpgradePlan, node: string): string[] =>
       p.phases
         .flatMap((ph) => ph.steps.flatMap((s) => s.actions))
-        .flatMap((a) => (a.kind === 'swap' && a.node === node ? a.containers.map((c) => c.container) : []))
+        .flatMap((a) => (a.kind === 'ensure' && a.node === node ? a.containers.map((c) => c.name) : []))
         .sort();
     const libvirt = plan(zedUpdate, { batch: 1 });
     expect(containersOn(libvirt, 'cmp-0')).toEqual(['nova_compute', 'nova_libvirt', 'nova_virtlogd']);
@@ -114,11 +128,7 @@ describe('planUpgrade zed -> zed-update on 3 controllers and 2 computes', () => 
     const moved = p.phases
       .flatMap(actions)
       .flatMap((a) =>
-        a.kind === 'swap' || a.kind === 'start'
-          ? a.containers.map((c) => c.service)
-          : a.kind === 'stop'
-            ? [a.service]
-            : [],
+        a.kind === 'ensure' ? a.containers.map((c) => c.service) : a.kind === 'stop' ? [a.service] : [],
       );
     for (const s of p.unchanged) expect(moved).not.toContain(s);
     const pulled = actions(phaseById(p, 'pull')).flatMap((a) => (a.kind === 'pull' ? a.images : []));
@@ -164,9 +174,7 @@ describe('planUpgrade zed -> zed-update on 3 controllers and 2 computes', () => 
         image: '192.168.24.1:5000/stackctl/nova-api:zed-2',
       }),
     );
-    expect(pre.map((a) => a.kind)).toEqual(
-      expect.arrayContaining(['check-galera', 'check-rabbitmq', 'check-capacity']),
-    );
+    expect(pre.map((a) => a.kind)).toEqual(expect.arrayContaining(['cluster-check', 'check-capacity']));
   });
 
   it.each([
@@ -177,7 +185,7 @@ describe('planUpgrade zed -> zed-update on 3 controllers and 2 computes', () => 
     const p = plan(zedUpdate, batch === undefined ? {} : { batch });
     const got = p.phases
       .filter((x) => x.kind === 'batches')
-      .map((x) => actions(x).flatMap((a) => (a.kind === 'swap' ? [a.node] : [])));
+      .map((x) => actions(x).flatMap((a) => (a.kind === 'ensure' ? [a.node] : [])));
     expect(got).toEqual(batches);
     expect(p.options.batch).toBe(batch ?? 'role');
   });
@@ -235,7 +243,7 @@ describe('planUpgrade zed -> zed-update on 3 controllers and 2 computes', () => 
     const k = phaseById(plan(zedUpdate, { pauseAt: 'migration' }), 'control:keystone');
     expect(k.availability).toBe('window');
     expect(k.pauseBefore?.reason).toMatch(/offline migration of keystone/);
-    expect(kinds(k)).toEqual(['stop', 'backup', 'migrate', 'start', 'health']);
+    expect(kinds(k)).toEqual(['stop', 'backup', 'migrate', 'ensure', 'health']);
     expect(k.steps[0]!.actions.map((a) => (a.kind === 'stop' ? a.node : ''))).toEqual(['ctl-0', 'ctl-1', 'ctl-2']);
     expect(k.steps[1]!.actions[0]).toMatchObject({ kind: 'backup', node: 'ctl-0', databases: ['keystone'] });
     expect(k.steps[2]!.actions).toEqual([
@@ -256,9 +264,9 @@ describe('planUpgrade zed -> zed-update on 3 controllers and 2 computes', () => 
     expect(g.pauseBefore).toBeUndefined();
     expect(kinds(g)).toEqual([
       'migrate',
-      'drain+swap+health+enable',
-      'drain+swap+health+enable',
-      'drain+swap+health+enable',
+      'drain+ensure+health+enable',
+      'drain+ensure+health+enable',
+      'drain+ensure+health+enable',
       'migrate',
       'backup',
       'migrate',
@@ -267,7 +275,7 @@ describe('planUpgrade zed -> zed-update on 3 controllers and 2 computes', () => 
     expect(stages).toEqual(['expand', 'migrate', 'contract']);
     expect(g.steps[1]!.actions.map((a) => a.kind + ':' + ('node' in a ? a.node : ''))).toEqual([
       'drain:ctl-0',
-      'swap:ctl-0',
+      'ensure:ctl-0',
       'health:ctl-0',
       'enable:ctl-0',
     ]);
@@ -280,8 +288,8 @@ describe('planUpgrade zed -> zed-update on 3 controllers and 2 computes', () => 
       ['nova-api', 'nova-conductor', 'nova-scheduler'],
     ]);
     const n = phaseById(plan(zedUpdate), 'control:nova-api+nova-conductor+nova-scheduler');
-    const swap = actions(n).find((a) => a.kind === 'swap');
-    expect(swap && swap.kind === 'swap' && swap.containers.map((c) => c.container)).toEqual([
+    const swap = actions(n).find((a) => a.kind === 'ensure');
+    expect(swap && swap.kind === 'ensure' && swap.containers.map((c) => c.name)).toEqual([
       'nova_api',
       'nova_conductor',
       'nova_scheduler',
@@ -297,7 +305,7 @@ describe('planUpgrade zed -> zed-update on 3 controllers and 2 computes', () => 
     ]);
     const canary = plan(zedUpdate, { batch: 2, canary: true }, '', 3);
     const batches = canary.phases.filter((x) => x.kind === 'batches');
-    expect(batches.map((x) => actions(x).flatMap((a) => (a.kind === 'swap' ? [a.node] : [])))).toEqual([
+    expect(batches.map((x) => actions(x).flatMap((a) => (a.kind === 'ensure' ? [a.node] : [])))).toEqual([
       ['cmp-0'],
       ['cmp-1', 'cmp-2'],
     ]);
@@ -354,8 +362,11 @@ describe('planUpgrade zed -> zed-update on 3 controllers and 2 computes', () => 
       { batch: 1 },
       'upgrade: { hooks: { notify: { at: [post-upgrade], run_on: nodes, command: [/bin/true] } } }\n',
     );
-    const used = new Set(p.phases.flatMap(actions).map((a) => a.kind));
-    for (const k of Object.keys(ACTION_FORMAT)) expect(used.has(k as UpgradeAction['kind']), k).toBe(true);
+    const used = new Set<string>(p.phases.flatMap(actions).map((a) => a.kind));
+    // Every kind only an upgrade has is used by this plan; every kind used has a formatter.
+    for (const k of Object.keys(ACTION_FORMAT).filter((k) => k.startsWith('check-') || k === 'hook'))
+      expect(used.has(k), k).toBe(true);
+    for (const k of used) expect(Object.keys(ACTION_FORMAT), k).toContain(k);
     for (const a of p.phases.flatMap(actions)) expect(formatAction(a).length).toBeGreaterThan(0);
   });
 });
@@ -598,7 +609,7 @@ describe('fast-forward: a major upgrade that skips releases (zed -> epoxy)', () 
       'migrate',
       'migrate',
       'check-service',
-      'start',
+      'ensure',
       'health',
       'hook',
       'hook',
@@ -625,7 +636,7 @@ describe('fast-forward: a major upgrade that skips releases (zed -> epoxy)', () 
       expect.objectContaining({ node: 'cmp-1' }),
     ]);
     expect(stop!.actions.filter((a) => a.kind === 'stop' && a.service === 'nova-conductor')).toHaveLength(3);
-    const started = start!.actions.flatMap((a) => (a.kind === 'start' ? a.containers.map((c) => c.node) : []));
+    const started = start!.actions.flatMap((a) => (a.kind === 'ensure' && a.containers.length ? [a.node] : []));
     expect(new Set(started)).toEqual(new Set(['ctl-0', 'ctl-1', 'ctl-2', 'cmp-0', 'cmp-1']));
     expect(health!.actions).toContainEqual({ kind: 'health', node: 'cmp-1', services: ['nova-compute'] });
   });
@@ -633,7 +644,7 @@ describe('fast-forward: a major upgrade that skips releases (zed -> epoxy)', () 
   it('runs each window as stop, backups, every migration command in order (expand, migrate, contract), start, health', () => {
     const p = ff();
     const g = phaseById(p, 'control:glance');
-    expect(kinds(g)).toEqual(['stop', 'backup', 'migrate', 'migrate', 'migrate', 'start', 'health']);
+    expect(kinds(g)).toEqual(['stop', 'backup', 'migrate', 'migrate', 'migrate', 'ensure', 'health']);
     expect(actions(g).flatMap((a) => (a.kind === 'migrate' ? [a.stage] : []))).toEqual([
       'expand',
       'migrate',
@@ -643,7 +654,7 @@ describe('fast-forward: a major upgrade that skips releases (zed -> epoxy)', () 
       'stop',
       'backup',
       'migrate',
-      'start',
+      'ensure',
       'health',
     ]);
     const nova = actions(phaseById(p, NOVA)).flatMap((a) => (a.kind === 'migrate' ? [a.stage] : []));
@@ -653,7 +664,7 @@ describe('fast-forward: a major upgrade that skips releases (zed -> epoxy)', () 
       expect(k[0], w.id).toBe('stop');
       expect(k.lastIndexOf('backup'), w.id).toBeLessThan(k.indexOf('migrate'));
       // the computes riding in Nova's window end it as they end a batch: reporting to Nova, enabled
-      expect(k.slice(-2), w.id).toEqual(w.id === NOVA ? ['hook', 'hook'] : ['start', 'health']);
+      expect(k.slice(-2), w.id).toEqual(w.id === NOVA ? ['hook', 'hook'] : ['ensure', 'health']);
       if (w.id !== NOVA) continue;
       expect(w.steps.slice(-2).map((st) => st.actions[0])).toEqual([
         expect.objectContaining({ kind: 'hook', hook: 'nova-up', nodes: ['cmp-0', 'cmp-1'] }),

@@ -4,6 +4,8 @@
  * the service and the finding; the status is collected once per context;
  * the capacity arithmetic is a table.
  */
+import { detachedScope, type RunScope } from '../../src/orchestrator/engine.js';
+import { clusterCheck } from '../../src/status/clusters.js';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -204,10 +206,16 @@ function novaView(change: (services: Record<string, unknown>[]) => void = () => 
   };
 }
 
+/** The prechecks' handlers and the engine's cluster check, as a precheck phase runs them. */
 const run = (a: UpgradeAction, ctx: UpgradeContext): Promise<string> =>
-  (PRECHECK_HANDLERS as Record<string, (a: UpgradeAction, c: UpgradeContext) => Promise<string>>)[a.kind]!(a, ctx);
+  (
+    ({ ...PRECHECK_HANDLERS, 'cluster-check': clusterCheck }) as unknown as Record<
+      string,
+      (a: UpgradeAction, c: UpgradeContext, r: RunScope) => Promise<string>
+    >
+  )[a.kind]!(a, ctx, detachedScope({ kind: 'precheck' }));
 
-describe('check-healthy, check-galera, check-rabbitmq', () => {
+describe('check-healthy, and cluster-check in a precheck phase', () => {
   it('pass on a healthy cloud, from one status collection shared by every check of the context', async () => {
     const nodes = labNodes();
     const ctx = fakeContext({ connect: nodes.connect, cloud: novaView() });
@@ -215,19 +223,19 @@ describe('check-healthy, check-galera, check-rabbitmq', () => {
       await run({ kind: 'check-healthy', service: 'keystone', nodes: ['ctl-0'] }, ctx),
       await run({ kind: 'check-healthy', service: 'nova-compute', nodes: ['cmp-0'] }, ctx),
       await run({ kind: 'check-healthy', service: 'nova-conductor', nodes: ['ctl-0'] }, ctx),
-      await run({ kind: 'check-galera', nodes: ['ctl-0'] }, ctx),
-      await run({ kind: 'check-rabbitmq', nodes: ['ctl-0'] }, ctx),
+      await run({ kind: 'cluster-check', service: 'mariadb', nodes: ['ctl-0'] }, ctx),
+      await run({ kind: 'cluster-check', service: 'rabbitmq', nodes: ['ctl-0'] }, ctx),
     ];
     expect(details).toEqual([
       'keystone healthy on ctl-0',
       'nova-compute healthy on cmp-0',
       'nova-conductor healthy on ctl-0',
-      'MariaDB standalone (one server, no replication)',
-      'RabbitMQ cluster complete, 1 node(s) running',
+      'mariadb standalone (one member, no replication)',
+      'rabbitmq cluster whole: 1 member(s)',
     ]);
     expect(Object.fromEntries(nodes.versions)).toEqual({ 'ctl-0': 1, 'cmp-0': 1 });
     // A new context collects again.
-    await run({ kind: 'check-galera', nodes: ['ctl-0'] }, fakeContext({ connect: nodes.connect }));
+    await run({ kind: 'check-healthy', service: 'mariadb', nodes: ['ctl-0'] }, fakeContext({ connect: nodes.connect }));
     expect(nodes.versions.get('ctl-0')).toBe(2);
   });
 
@@ -278,11 +286,14 @@ describe('check-healthy, check-galera, check-rabbitmq', () => {
       },
     });
     const ctx = fakeContext({ connect: nodes.connect, cloud: novaView() });
-    const g = await rejection(run({ kind: 'check-galera', nodes: ['ctl-0'] }, ctx));
-    expect(g.code).toBe('E_PRECHECK_GALERA');
-    expect(g.message).toMatch(/ctl-0: mariadb exited with 1: ERROR 2002/);
-    const q = await rejection(run({ kind: 'check-rabbitmq', nodes: ['ctl-0'] }, ctx));
-    expect(q.code).toBe('E_PRECHECK_RABBITMQ');
+    const g = await rejection(run({ kind: 'cluster-check', service: 'mariadb', nodes: ['ctl-0'] }, ctx));
+    expect(g.code).toBe('E_CLUSTER_INCOMPLETE');
+    expect(g.message).toMatch(
+      /^mariadb: the cluster is not whole \(1 member\(s\) planned\): ctl-0: mariadb exited with 1: ERROR 2002/,
+    );
+    expect(g.hint).toMatch(/Nothing was stopped/);
+    const q = await rejection(run({ kind: 'cluster-check', service: 'rabbitmq', nodes: ['ctl-0'] }, ctx));
+    expect(q.code).toBe('E_CLUSTER_INCOMPLETE');
     expect(q.message).toMatch(/ctl-0: running none/);
   });
 });

@@ -9,6 +9,7 @@ import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { detachedScope } from '../../src/orchestrator/engine.js';
 import type { ExecOptions, RemoteCommand } from '../../src/remote/index.js';
 import type { UpgradeContext } from '../../src/upgrade/context.js';
 import { BUILTIN_HOOKS } from '../../src/upgrade/hooks.js';
@@ -48,7 +49,7 @@ describe('inventory hooks on the deploy host', () => {
     const out = join(dir, 'env.txt');
     const cmd = script('record.sh', `env | grep '^STACKCTL_' | sort > "$1"; printf '%s\\n' "$#" "$2" > "$1.args"`);
     const ctx = withHooks({ notify: { run_on: 'deploy-host', command: [cmd, out] } });
-    const detail = await hookHandler(hook({ command: [cmd, out, 'two words; $(not expanded)'] }), ctx);
+    const detail = await hookHandler(hook({ command: [cmd, out, 'two words; $(not expanded)'] }), ctx, detachedScope());
     expect(detail).toMatch(/^notify: done on the deploy host in \d+\.\d s$/);
     expect(readFileSync(out, 'utf8').trim().split('\n')).toEqual([
       'STACKCTL_BATCH_NODES=cmp-0 cmp-1',
@@ -63,7 +64,7 @@ describe('inventory hooks on the deploy host', () => {
   it('rejects a non-zero exit with the hook name, the exit code and the end of its output', async () => {
     const cmd = script('fail.sh', 'echo "checking alerts"; echo "alertmanager unreachable" >&2; exit 3');
     const ctx = withHooks({ notify: { run_on: 'deploy-host', command: [cmd] } });
-    const err = await rejection(hookHandler(hook({ command: [cmd] }), ctx));
+    const err = await rejection(hookHandler(hook({ command: [cmd] }), ctx, detachedScope()));
     expect(err.code).toBe('E_HOOK_FAILED');
     expect(err.message).toMatch(/^hook notify \(pre-batch\) failed on the deploy host: exit 3: /);
     expect(err.message).toMatch(/checking alerts/);
@@ -74,7 +75,7 @@ describe('inventory hooks on the deploy host', () => {
     const cmd = script('slow.sh', 'echo started; sleep 30 & wait');
     const ctx = withHooks({ slow: { run_on: 'deploy-host', command: [cmd], timeout_s: 1 } });
     const t0 = Date.now();
-    const err = await rejection(hookHandler(hook({ hook: 'slow', command: [cmd] }), ctx));
+    const err = await rejection(hookHandler(hook({ hook: 'slow', command: [cmd] }), ctx, detachedScope()));
     expect(Date.now() - t0).toBeLessThan(10_000);
     expect(err.message).toMatch(/hook slow .*no end within 1 s \(killed\): started/);
   });
@@ -82,7 +83,7 @@ describe('inventory hooks on the deploy host', () => {
   it('says which command cannot be started', async () => {
     const missing = join(dir, 'no-such-hook');
     const ctx = withHooks({ notify: { run_on: 'deploy-host', command: [missing] } });
-    const err = await rejection(hookHandler(hook({ command: [missing] }), ctx));
+    const err = await rejection(hookHandler(hook({ command: [missing] }), ctx, detachedScope()));
     expect(err.message).toMatch(/cannot start .*no-such-hook: .*ENOENT/);
   });
 });
@@ -103,7 +104,7 @@ describe('inventory hooks on nodes', () => {
     });
     const command = ['systemctl', 'stop', 'node-exporter'];
     const ctx = withHooks({ silence: { run_on: 'nodes', command, timeout_s: 60 } }, { connect });
-    const err = await rejection(hookHandler(hook({ hook: 'silence', runOn: 'nodes', command }), ctx));
+    const err = await rejection(hookHandler(hook({ hook: 'silence', runOn: 'nodes', command }), ctx, detachedScope()));
     expect(err.code).toBe('E_HOOK_FAILED');
     expect(err.message).toMatch(
       /^hook silence \(pre-batch\) failed on cmp-1: cmp-1: exit 5: node-exporter.service not loaded/,
@@ -143,6 +144,7 @@ describe('built-in hooks', () => {
     const detail = await hookHandler(
       hook({ hook: 'nova-enable', source: 'built-in', point: 'post-batch', command: undefined }),
       ctx,
+      detachedScope(),
     );
     expect(detail).toBe('nova-compute enabled on cmp-0, cmp-1');
     expect(nova.hosts.map((h) => h.status)).toEqual(['enabled', 'enabled']);
@@ -172,13 +174,19 @@ describe('built-in hooks', () => {
     const inventory = { ...base.inventory, upgrade: { evacuation: { timeout_s: 20, poll_s: 5 } } };
     const ctx = Object.assign(Object.create(base) as typeof base, { inventory });
     const err = await rejection(
-      hookHandler(hook({ hook: 'nova-evacuate', source: 'built-in', nodes: ['cmp-0'], command: undefined }), ctx),
+      hookHandler(
+        hook({ hook: 'nova-evacuate', source: 'built-in', nodes: ['cmp-0'], command: undefined }),
+        ctx,
+        detachedScope(),
+      ),
     );
     expect(err.message).toMatch(/vm-a: timeout: still MIGRATING\/migrating on cmp-0 after 20 s; migration 1 aborted/);
   });
 
   it('refuses a built-in name stackctl does not have', async () => {
-    const err = await rejection(hookHandler(hook({ hook: 'drain-all', source: 'built-in' }), fakeContext()));
+    const err = await rejection(
+      hookHandler(hook({ hook: 'drain-all', source: 'built-in' }), fakeContext(), detachedScope()),
+    );
     expect(err.code).toBe('E_UNKNOWN_HOOK');
   });
 });

@@ -19,9 +19,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadAll } from '../../src/cli/context.js';
 import { runUpgrade } from '../../src/cli/upgrade.js';
 import { defaultReleasesDir } from '../../src/core/paths.js';
-import { DATABASE_SERVER } from '../../src/orchestrator/executor.js';
+import { catalog } from '../helpers/plan.js';
 import { LABEL } from '../../src/orchestrator/state.js';
-import { parseUpgradeJournal, upgradeJournalFileFor } from '../../src/upgrade/journal.js';
+import { journalFileFor, parseJournal } from '../../src/orchestrator/journal.js';
 import type { UpgradeAction } from '../../src/upgrade/model.js';
 import { runCli, tempDir } from '../helpers/cli.js';
 import { openstack, openstackJson } from '../helpers/openstack.js';
@@ -53,10 +53,8 @@ const MIGRATION_S = 30;
 
 /** One statement in the lab's MariaDB as its administrator; the rows, tab-separated, one per line. */
 async function keystoneSql(statement: string): Promise<string> {
-  const { container, client, clientConfig } = DATABASE_SERVER;
-  const r = await lab
-    .remote('ctl-0')
-    .docker.exec(container, [client, `--defaults-extra-file=${clientConfig}`, '-N', '-e', statement]);
+  const { container, client } = catalog.provides.database!;
+  const r = await lab.remote('ctl-0').docker.exec(container, [...client, '-N', '-e', statement]);
   if (r.code !== 0) throw new Error(`${statement}: ${r.stderr}`);
   return r.stdout.trim();
 }
@@ -207,7 +205,7 @@ describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', 
     type Row = { ID: string; Name: string; Status: string; Host: string };
     const before = os<Row[]>(openrc, 'server list --all-projects --long');
     expect(before.map((r) => r.Status)).toEqual(SERVERS.map(() => 'ACTIVE'));
-    const journalFile = upgradeJournalFileFor(lab.inventory);
+    const journalFile = journalFileFor(lab.inventory);
     const probe = startProbe(lab.inventory, VIP, PROBE, temps);
     await sleep(3000); // a few probes before anything moves
     const t0 = Date.now();
@@ -251,7 +249,7 @@ describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', 
     const run1 = spawnUpgrade(lab.inventory, ['--to', 'zed-update', '--resume']);
     let caught = false;
     const migrationDone = (): boolean =>
-      parseUpgradeJournal(readFileSync(journalFile, 'utf8')).some(
+      parseJournal(readFileSync(journalFile, 'utf8')).some(
         (r) =>
           r.type === 'action' && r.state === 'done' && r.key.startsWith(`${window!.id}#`) && / migrate /.test(r.key),
       );
@@ -290,7 +288,7 @@ describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', 
     expect(timedCode, timedOut).toBe(5);
     const firstBatch = plan.phases.find((p) => p.kind === 'batches')!;
     const batchHosts = [
-      ...new Set(firstBatch.steps.flatMap((st) => st.actions.flatMap((a) => (a.kind === 'swap' ? [a.node] : [])))),
+      ...new Set(firstBatch.steps.flatMap((st) => st.actions.flatMap((a) => (a.kind === 'ensure' ? [a.node] : [])))),
     ];
     expect(batchHosts.length, 'the first batch upgrades one compute').toBe(1);
     const [held] = batchHosts;
@@ -370,10 +368,16 @@ describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', 
     expect(servers.map((s) => `${s.Name} ${s.Status}`).sort()).toEqual(SERVERS.map((s) => `${s} ACTIVE`));
 
     // One run, started once and resumed twice; every action done exactly once, the cut migration waited for.
-    const records = parseUpgradeJournal(readFileSync(journalFile, 'utf8'));
+    const records = parseJournal(readFileSync(journalFile, 'utf8'));
     // the two runs refused at the prechecks were closed; this one was started once and resumed twice
-    const mainRun = records.filter((r) => r.type === 'run.start' && r.mode === 'new').at(-1)!.run;
-    const earlier = new Set(records.filter((r) => r.run !== mainRun).map((r) => r.run));
+    const mainRun = records
+      .filter((r) => r.type === 'run.start' && r.command === 'upgrade' && r.mode === 'new')
+      .at(-1)!.run;
+    // (the journal is the deploy's too: the lab's first deploy is a run of its own, ended well)
+    const upgradeRuns = new Set(
+      records.filter((r) => r.type === 'run.start' && r.command === 'upgrade').map((r) => r.run),
+    );
+    const earlier = new Set(records.filter((r) => r.run !== mainRun && upgradeRuns.has(r.run)).map((r) => r.run));
     const refusedRuns = records.filter((r) => r.type === 'run.end' && !r.ok).map((r) => r.run);
     expect([...earlier].sort()).toEqual([...refusedRuns].sort());
     const journal = records.filter((r) => r.run === mainRun);

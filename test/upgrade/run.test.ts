@@ -8,10 +8,16 @@ import { generateInventoryYaml } from '../../src/inventory/generate.js';
 import { parseInventory } from '../../src/inventory/load.js';
 import { loadCatalog } from '../../src/roles/catalog.js';
 import { loadRelease } from '../../src/roles/release.js';
-import { RunMode, UpgradeJournal, actionKey, planDigest, subjectOf } from '../../src/upgrade/journal.js';
+import { actionKey } from '../../src/orchestrator/engine.js';
+import { migrate } from '../../src/orchestrator/handlers.js';
+import { JournalFile, RunMode } from '../../src/orchestrator/journal.js';
+import { planDigest, subjectOf } from '../../src/upgrade/journal.js';
 import type { PauseAt, UpgradeAction, UpgradePhase, UpgradePlan } from '../../src/upgrade/model.js';
 import { planUpgrade } from '../../src/upgrade/planner.js';
-import { RunOutcome, runUpgrade, setInventoryRelease } from '../../src/upgrade/runner.js';
+import { setInventoryRelease } from '../../src/upgrade/release-file.js';
+import { RunOutcome } from '../../src/upgrade/report.js';
+import { runUpgrade } from '../../src/upgrade/run.js';
+import { upgradeDeployPlans } from '../helpers/plan.js';
 import { deployPlanOf, fakeContext, planOf, recordingHandlers, work, type FakeCloud } from './fakes.js';
 
 const catalog = loadCatalog(defaultRolesDir());
@@ -22,14 +28,22 @@ const zedUpdate = loadRelease(defaultReleasesDir(), 'zed-update');
 function updatePlan(pauseAt: PauseAt = 'never'): UpgradePlan {
   const text = generateInventoryYaml({ name: 'lab', controllers: 3, computes: 2, lab: true });
   const inventory = parseInventory('inv.yaml', text, { roles: catalog.roleInfo }).inventory;
-  return planUpgrade({ inventory, catalog, current: zed, target: zedUpdate, options: { pauseAt, batch: 1 } });
+  return planUpgrade({
+    inventory,
+    catalog,
+    current: zed,
+    target: zedUpdate,
+    ...upgradeDeployPlans(text, zed, zedUpdate),
+    options: { pauseAt, batch: 1 },
+  });
 }
 
-const journalFile = (): string => join(mkdtempSync(join(tmpdir(), 'upgrade-runner-')), 'inv.upgrade.jsonl');
+const journalFile = (): string => join(mkdtempSync(join(tmpdir(), 'upgrade-run-')), 'inv.journal.jsonl');
 
 /** Open the journal of a run the way the CLI does. */
-function journal(file: string, plan: UpgradePlan, mode: RunMode): UpgradeJournal {
-  return new UpgradeJournal(file, {
+function journal(file: string, plan: UpgradePlan, mode: RunMode): JournalFile {
+  return new JournalFile(file, {
+    command: 'upgrade',
     mode,
     target: plan.to.release,
     options: plan.options,
@@ -39,19 +53,22 @@ function journal(file: string, plan: UpgradePlan, mode: RunMode): UpgradeJournal
 }
 
 const swapOf = (node: string, service: string, container = service): UpgradeAction => ({
-  kind: 'swap',
+  kind: 'ensure',
   node,
-  containers: [{ node, service, container, from: `r/${container}:zed-1`, to: `r/${container}:zed-2` }],
+  services: [service],
+  containers: [{ name: container, service, from: `r/${container}:zed-1`, image: `r/${container}:zed-2`, hash: 'h' }],
+  frontendGate: false,
 });
 const phase = (id: string, kind: UpgradePhase['kind'], steps: UpgradeAction[][]): UpgradePhase => ({
   id,
   kind,
   title: id,
   services: [],
+  onFailure: kind === 'batches' ? 'budget' : 'stop',
   steps: steps.map((actions, i) => ({ title: `step ${i + 1}`, actions })),
 });
 
-describe('the upgrade runner', () => {
+describe('an upgrade run on the engine', () => {
   it('runs every phase in plan order, then names the target release in the inventory', async () => {
     const plan = updatePlan();
     const { handlers, calls } = recordingHandlers();
@@ -67,7 +84,7 @@ describe('the upgrade runner', () => {
     expect(r.failures).toEqual([]);
     expect(written).toBe('zed-update');
     expect(r.releaseWritten).toBe(true);
-    const started = events.flatMap((e) => (e.kind === 'upgrade.phase' && e.state === 'start' ? [e.phase] : []));
+    const started = events.flatMap((e) => (e.kind === 'run.phase' && e.state === 'start' ? [e.phase] : []));
     expect(started).toEqual(plan.phases.map((p) => p.id));
     expect(calls.length).toBe(plan.phases.flatMap((p) => p.steps.flatMap((s) => s.actions)).length);
     expect(r.phases.every((p) => p.state === 'done')).toBe(true);
@@ -87,7 +104,7 @@ describe('the upgrade runner', () => {
     expect(r.phases.filter((p) => p.state !== 'not-run').map((p) => `${p.id} ${p.state}`)).toEqual([
       `${plan.phases[0]!.id} failed`,
     ]);
-    expect(calls.every((c) => c.kind.startsWith('check-'))).toBe(true);
+    expect(calls.every((c) => c.kind.startsWith('check-') || c.kind === 'cluster-check')).toBe(true);
     // the journal records the run as ended: a new run opens, --resume has nothing to go on with
     expect(() => journal(file, plan, RunMode.RESUME)).toThrow(/no open upgrade run/);
     expect(() => journal(file, plan, RunMode.NEW)).not.toThrow();
@@ -112,10 +129,10 @@ describe('the upgrade runner', () => {
     });
     const span = (kind: string, subject: string) => spans.find((s) => s.kind === kind && s.subject === subject)!;
     // node a: drain, then swap, then enable
-    expect(span('drain', 'a').to).toBeLessThan(span('swap', 'a').from);
-    expect(span('swap', 'a').to).toBeLessThan(span('enable', 'a').from);
+    expect(span('drain', 'a').to).toBeLessThan(span('ensure', 'glance@a').from);
+    expect(span('ensure', 'glance@a').to).toBeLessThan(span('enable', 'a').from);
     // node b's swap starts while node a is still draining
-    expect(span('swap', 'b').from).toBeLessThan(span('drain', 'a').to);
+    expect(span('ensure', 'glance@b').from).toBeLessThan(span('drain', 'a').to);
     // the health gate of step 2 waits for every action of step 1
     const step1End = Math.max(...spans.filter((s) => s.kind !== 'health').map((s) => s.to));
     expect(span('health', 'glance@b').from).toBeGreaterThan(step1End);
@@ -161,7 +178,7 @@ describe('the upgrade runner', () => {
     expect(r1.outcome).toBe(RunOutcome.PAUSED);
     expect(r1.pause).toEqual({ phase: 'control:keystone', reason: paused.pauseBefore!.reason });
     expect(
-      first.calls.some((c) => ['stop', 'migrate', 'start'].includes(c.kind) && c.subject.startsWith('keystone@')),
+      first.calls.some((c) => ['stop', 'migrate', 'ensure'].includes(c.kind) && c.subject.startsWith('keystone@')),
     ).toBe(false);
     expect(written).toBe('');
 
@@ -185,7 +202,7 @@ describe('the upgrade runner', () => {
     const later: string[] = [];
     const doneIn = (events: StackctlEvent[]): string[] =>
       events.flatMap((e) =>
-        e.kind === 'upgrade.action' && e.state === 'done' ? [`${e.phase} ${e.action} ${e.subject}`] : [],
+        e.kind === 'run.action' && e.state === 'done' ? [`${e.phase} ${e.action} ${e.subject}`] : [],
       );
     const seen = new Set(doneIn(firstCtx.events));
     for (const expected of [...pauses.slice(1), undefined]) {
@@ -220,8 +237,10 @@ describe('the upgrade runner', () => {
     // A killed run: the first swap recorded done, the second only announced.
     const killed = journal(file, plan, RunMode.NEW);
     killed.phase('batch:1', 'start');
-    const k0 = actionKey('batch:1', 0, plan.phases[0]!.steps[0]!.actions[0]!);
-    const k1 = actionKey('batch:1', 1, plan.phases[0]!.steps[1]!.actions[0]!);
+    const a0 = plan.phases[0]!.steps[0]!.actions[0]!;
+    const a1 = plan.phases[0]!.steps[1]!.actions[0]!;
+    const k0 = actionKey('batch:1', 0, a0.kind, subjectOf(a0));
+    const k1 = actionKey('batch:1', 1, a1.kind, subjectOf(a1));
     killed.action(k0, 'intent');
     killed.action(k0, 'done', 'swapped');
     killed.action(k1, 'intent');
@@ -236,9 +255,9 @@ describe('the upgrade runner', () => {
     });
     expect(r.outcome).toBe(RunOutcome.DONE);
     expect(r.run).toBe(killed.run);
-    expect(calls.map((c) => `${c.kind} ${c.subject}`)).toEqual(['swap cmp-1']);
+    expect(calls.map((c) => `${c.kind} ${c.subject}`)).toEqual(['ensure nova-compute@cmp-1']);
     expect(events).toContainEqual(
-      expect.objectContaining({ kind: 'upgrade.action', subject: 'cmp-0', state: 'skipped' }),
+      expect.objectContaining({ kind: 'run.action', subject: 'nova-compute@cmp-0', state: 'skipped' }),
     );
   });
 
@@ -277,7 +296,7 @@ describe('the upgrade runner', () => {
       expect(r.outcome).toBe(RunOutcome.FAILED);
       expect(calls.map((c) => `${c.kind} ${c.subject}`)).toEqual(['hook nova-evacuate@pre-batch:cmp-0']);
       expect(r.notSwapped).toEqual([
-        { phase: 'batch:1', node: 'cmp-0', reason: 'pre-batch hook nova-evacuate failed' },
+        { phase: 'batch:1', node: 'cmp-0', reason: 'hook nova-evacuate@pre-batch:cmp-0 failed (E_FAKE)' },
       ]);
       expect(r.budget).toEqual({ failedNodes: ['cmp-0'], batchNodes: 3, maxFailPercent: 0, exceeded: true });
       expect(r.phases.map((p) => p.state)).toEqual(['failed', 'not-run', 'not-run']);
@@ -297,7 +316,10 @@ describe('the upgrade runner', () => {
       });
       expect(r.outcome).toBe(RunOutcome.FAILED);
       expect(r.budget).toMatchObject({ failedNodes: ['cmp-0'], exceeded: false });
-      expect(calls.filter((c) => c.kind === 'swap').map((c) => c.subject)).toEqual(['cmp-1', 'cmp-2']);
+      expect(calls.filter((c) => c.kind === 'ensure').map((c) => c.subject)).toEqual([
+        'nova-compute@cmp-1',
+        'nova-compute@cmp-2',
+      ]);
       expect(r.phases.map((p) => p.state)).toEqual(['failed', 'done', 'done']);
       expect(written).toBe('');
     });
@@ -321,7 +343,7 @@ describe('the upgrade runner', () => {
         mode: RunMode.NEW,
         setRelease: () => undefined,
       });
-      expect(calls.filter((c) => c.kind === 'swap').map((c) => c.subject)).toEqual(['cmp-0']);
+      expect(calls.filter((c) => c.kind === 'ensure').map((c) => c.subject)).toEqual(['nova-compute@cmp-0']);
       expect(r.notSwapped.map((n) => n.node)).toEqual(['cmp-1']);
       expect(r.budget).toMatchObject({ failedNodes: ['cmp-1'], batchNodes: 2, exceeded: false });
     });
@@ -348,13 +370,18 @@ describe('the upgrade runner', () => {
       const plan = planOf([phase('control:glance', 'control', [[contract]])]);
       const { handlers, calls } = recordingHandlers();
       const { ctx } = fakeContext(plan, { cloud: cloudWith('r/glance_api:zed-1'), targetDeploy: targets });
-      const r = await runUpgrade(ctx, {
-        handlers,
-        journal: journal(journalFile(), plan, RunMode.NEW),
-        mode: RunMode.NEW,
-        setRelease: () => undefined,
-      });
+      let ran = 0;
+      const r = await runUpgrade(
+        { ...ctx, oneOff: async () => (ran++, { code: 0, log: '' }) },
+        {
+          handlers: { ...handlers, migrate },
+          journal: journal(journalFile(), plan, RunMode.NEW),
+          mode: RunMode.NEW,
+          setRelease: () => undefined,
+        },
+      );
       expect(calls).toEqual([]);
+      expect(ran).toBe(0);
       expect(r.outcome).toBe(RunOutcome.FAILED);
       expect(r.failures[0]!.code).toBe('E_CONTRACT_REFUSED');
       expect(r.failures[0]!.message).toContain('ctl-1/glance_api (r/glance_api:zed-1)');
@@ -367,14 +394,24 @@ describe('the upgrade runner', () => {
       ]);
       const { handlers, calls } = recordingHandlers({ cloud });
       const { ctx } = fakeContext(plan, { cloud, targetDeploy: targets });
-      const r = await runUpgrade(ctx, {
-        handlers,
-        journal: journal(journalFile(), plan, RunMode.NEW),
-        mode: RunMode.NEW,
-        setRelease: () => undefined,
-      });
+      let ran = 0;
+      const r = await runUpgrade(
+        {
+          ...ctx,
+          targetWork: (node, c) =>
+            c === 'glance_api' ? targets.steps[0]!.nodes.find((n) => n.node === node)?.containers[0] : undefined,
+          oneOff: async () => (ran++, { code: 0, log: '' }),
+        },
+        {
+          handlers: { ...handlers, migrate },
+          journal: journal(journalFile(), plan, RunMode.NEW),
+          mode: RunMode.NEW,
+          setRelease: () => undefined,
+        },
+      );
       expect(r.outcome).toBe(RunOutcome.DONE);
-      expect(calls.map((c) => c.kind)).toEqual(['swap', 'migrate']);
+      expect(calls.map((c) => c.kind)).toEqual(['ensure']);
+      expect(ran).toBe(1);
     });
   });
 
@@ -390,17 +427,17 @@ describe('the upgrade runner', () => {
     const r = await runUpgrade(
       { ...ctx, signal: stop.signal },
       {
-        handlers: { ...handlers, swap: async (a, c) => (stop.abort(), handlers.swap(a, c)) },
+        handlers: { ...handlers, ensure: async (a, c, s) => (stop.abort(), handlers.ensure(a, c, s)) },
         journal: j,
         mode: RunMode.NEW,
         setRelease: () => undefined,
       },
     );
-    expect(calls.map((c) => c.subject)).toEqual(['cmp-0']);
+    expect(calls.map((c) => c.subject)).toEqual(['nova-compute@cmp-0']);
     expect(r.outcome).toBe(RunOutcome.FAILED);
     expect(r.failures.map((f) => f.code)).toEqual(['E_INTERRUPTED']);
     expect(r.phases.map((p) => p.state)).toEqual(['failed', 'not-run']);
-    expect(UpgradeJournal.last(j.file).ended).toBe(false);
+    expect(JournalFile.last(j.file).ended).toBe(false);
   });
 
   it('reports the backups taken, from this run and from the run it continues', async () => {

@@ -1,21 +1,28 @@
 import { describe, expect, it } from 'vitest';
 import { StackctlError } from '../../src/core/errors.js';
 import { Secret } from '../../src/core/secret.js';
-import type { NodeAccess } from '../../src/orchestrator/executor.js';
-import type { RemoteCommand } from '../../src/remote/index.js';
+import type { NodeAccess } from '../../src/orchestrator/context.js';
+import { detachedScope } from '../../src/orchestrator/engine.js';
 import {
-  HAPROXY,
   backup,
   drain,
+  ensure,
   migrate,
   oneOffRunner,
+  runOnce,
   serverStatusOf,
   sessionsOf,
   stop,
-  swapPlan,
-} from '../../src/upgrade/actions.js';
+} from '../../src/orchestrator/handlers.js';
+import type { ContainerWork, DeployPlan } from '../../src/orchestrator/planner.js';
+import { LABEL } from '../../src/orchestrator/state.js';
+import type { RemoteCommand } from '../../src/remote/index.js';
 import type { UpgradeContext } from '../../src/upgrade/context.js';
-import { deployPlanOf, fakeContext, planOf, work } from './fakes.js';
+import { catalog } from '../helpers/plan.js';
+import { deployPlanOf, fakeContext, planOf, work } from '../upgrade/fakes.js';
+
+const scope = detachedScope();
+const LB = catalog.provides.loadBalancer!;
 
 /** A node that records what it is asked and answers from small tables. */
 function recordingNode(
@@ -99,10 +106,10 @@ function recordingNode(
 /** A context whose nodes are the given recording nodes. */
 function contextOver(nodes: Record<string, NodeAccess>, over: Partial<UpgradeContext> = {}): UpgradeContext {
   const { ctx } = fakeContext(planOf([]));
-  return { ...ctx, connect: (n) => nodes[n]!, ...over };
+  return { ...ctx, services: catalog.provides, connect: (n) => nodes[n]!, ...over };
 }
 
-describe('upgrade actions', () => {
+describe("the engine's node actions", () => {
   it("reads current sessions per backend/server from HAProxy's show stat", () => {
     const csv = '# pxname,svname,qcur,qmax,scur,smax\nglance_api,FRONTEND,,,3,5\nglance_api,ctl-0,0,0,2,4\n';
     expect(sessionsOf(csv)).toEqual(
@@ -142,13 +149,13 @@ describe('upgrade actions', () => {
     const n1 = lb('ctl-1');
     const ctx = contextOver(
       { 'ctl-0': n0.access, 'ctl-1': n1.access },
-      { currentDeploy: deployPlanOf(['ctl-0', 'ctl-1'].map((n) => work(n, HAPROXY.service, 'haproxy', 'h'))) },
+      { currentDeploy: deployPlanOf(['ctl-0', 'ctl-1'].map((n) => work(n, LB.service, 'haproxy', 'h'))) },
     );
-    const detail = await drain({ kind: 'drain', node: 'ctl-1', frontends: ['glance_api'] }, ctx);
+    const detail = await drain({ kind: 'drain', node: 'ctl-1', frontends: ['glance_api'] }, ctx, scope);
     expect(n0.log[0]).toContain('set server glance_api/ctl-1 state drain');
-    expect(n0.log[0]).toContain(`socat stdio unix-connect:"$0" ${HAPROXY.socket}`);
+    expect(n0.log[0]).toContain(`socat stdio unix-connect:"$0" ${LB.adminSocket}`);
     expect(n0.log.filter((l) => l.includes('show stat')).length).toBe(3); // 2, 1, then 0 sessions
-    expect(detail).toContain('drained on 2 HAProxy node(s)');
+    expect(detail).toContain('drained on 2 load balancer node(s)');
     expect(detail).toContain('ctl-1: No such backend.');
   });
 
@@ -156,9 +163,9 @@ describe('upgrade actions', () => {
     const n = recordingNode('ctl-0', { containers: new Set(['keystone']) });
     const ctx = contextOver({ 'ctl-0': n.access });
     const a = { kind: 'stop', service: 'keystone', node: 'ctl-0', containers: ['keystone', 'keystone_ssh'] } as const;
-    expect(await stop(a, ctx)).toBe('1 stopped and removed, 1 already gone');
+    expect(await stop(a, ctx, scope)).toBe('1 stopped and removed, 1 already gone');
     expect(n.log).toEqual(['stop keystone', 'remove keystone']);
-    expect(await stop(a, ctx)).toBe('0 stopped and removed, 2 already gone');
+    expect(await stop(a, ctx, scope)).toBe('0 stopped and removed, 2 already gone');
   });
 
   it('empties the volumes a distribution change resets once the containers are gone, and says which failed', async () => {
@@ -171,10 +178,10 @@ describe('upgrade actions', () => {
       containers: ['rabbitmq'],
       resetVolumes: ['rabbitmq_data'],
     } as const;
-    expect(await stop(a, ctx)).toBe('1 stopped and removed, 0 already gone; volume(s) rabbitmq_data emptied');
+    expect(await stop(a, ctx, scope)).toBe('1 stopped and removed, 0 already gone; volume(s) rabbitmq_data emptied');
     expect(n.log).toEqual(['stop rabbitmq', 'remove rabbitmq', 'volume rm rabbitmq_data']);
     const busy = recordingNode('ctl-1', { volumeBusy: 'rabbitmq_data' });
-    await expect(stop({ ...a, node: 'ctl-1' }, contextOver({ 'ctl-1': busy.access }))).rejects.toMatchObject({
+    await expect(stop({ ...a, node: 'ctl-1' }, contextOver({ 'ctl-1': busy.access }), scope)).rejects.toMatchObject({
       code: 'E_VOLUME_RESET',
       message: expect.stringContaining('ctl-1: cannot empty volume rabbitmq_data of rabbitmq: volume is in use'),
     });
@@ -187,7 +194,7 @@ describe('upgrade actions', () => {
       { 'ctl-0': n.access },
       { run: 'r1', backups, now: () => Date.UTC(2026, 10, 22, 21, 30, 0), secret: () => new Secret('hunter2') },
     );
-    const where = await backup({ kind: 'backup', service: 'glance', node: 'ctl-0', databases: ['glance'] }, ctx);
+    const where = await backup({ kind: 'backup', service: 'glance', node: 'ctl-0', databases: ['glance'] }, ctx, scope);
     expect(where).toBe('ctl-0:/var/lib/stackctl/backups/r1/glance-20261122T213000Z.sql.gz');
     expect(backups.get('glance')).toBe(where);
     const cmd = n.log[0]!;
@@ -203,6 +210,7 @@ describe('upgrade actions', () => {
     const err = await backup(
       { kind: 'backup', service: 'glance', node: 'ctl-0', databases: ['glance'] },
       contextOver({ 'ctl-0': n.access }),
+      scope,
     ).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(StackctlError);
     expect((err as StackctlError).code).toBe('E_BACKUP_FAILED');
@@ -333,6 +341,7 @@ describe('upgrade actions', () => {
         command: ['keystone-manage', 'db_sync'],
       },
       ctx,
+      scope,
     ).catch((e: unknown) => e)) as StackctlError;
     expect(err.code).toBe('E_MIGRATION_FAILED');
     expect(err.message).toContain('offline migration of keystone (keystone-manage db_sync) exited with 1');
@@ -342,14 +351,18 @@ describe('upgrade actions', () => {
     expect(err.details['log']).toBe('ERROR: table locked');
   });
 
-  it("builds a one-node deploy plan of the swapped containers and their service's configs", () => {
-    const keystone = work('ctl-0', 'keystone', 'keystone', 'r/keystone:zed-2');
+  it('converges a node for the named services only: their differing configs, then the container its hash says', async () => {
+    const keystone: ContainerWork = {
+      ...work('ctl-0', 'keystone', 'keystone', 'r/keystone:zed-2'),
+      hash: 'new',
+      inputs: { image: 'r/keystone:zed-2', options: 'o', configs: {} },
+      definition: { name: 'keystone', image: 'keystone' },
+    } as unknown as ContainerWork;
     const glance = work('ctl-0', 'glance', 'glance_api', 'r/glance_api:zed-2');
-    const other = work('ctl-1', 'keystone', 'keystone', 'r/keystone:zed-2');
-    const target = deployPlanOf([keystone, glance, other]);
-    const step = target.steps[0]!;
-    const withConfigs = {
-      ...target,
+    const base = deployPlanOf([keystone, glance]);
+    const step = base.steps[0]!;
+    const target: DeployPlan = {
+      ...base,
       steps: [
         {
           ...step,
@@ -357,34 +370,144 @@ describe('upgrade actions', () => {
             ...nw,
             configs: [
               {
-                node: nw.node,
+                node: 'ctl-0',
                 service: 'keystone',
-                dest: '/etc/stackctl/keystone/keystone.conf',
+                dest: '/etc/stackctl/keystone/a.conf',
                 mode: '0640',
-                sha256: 'a',
+                sha256: 'a'.repeat(64),
               },
               {
-                node: nw.node,
+                node: 'ctl-0',
+                service: 'keystone',
+                dest: '/etc/stackctl/keystone/b.conf',
+                mode: '0600',
+                sha256: 'b'.repeat(64),
+              },
+              {
+                node: 'ctl-0',
                 service: 'glance',
-                dest: '/etc/stackctl/glance/glance-api.conf',
+                dest: '/etc/stackctl/glance/g.conf',
                 mode: '0640',
-                sha256: 'b',
+                sha256: 'c'.repeat(64),
               },
             ],
           })),
         },
       ],
     };
-    const ctx = contextOver({}, { targetDeploy: withConfigs });
-    const p = swapPlan(ctx, 'ctl-0', [
-      { node: 'ctl-0', service: 'keystone', container: 'keystone', from: 'r/keystone:zed-1', to: 'r/keystone:zed-2' },
+    const uploads: string[] = [];
+    const n = recordingNode('ctl-0', {
+      containers: new Set(['keystone']),
+      // a.conf is in place, b.conf differs; the glance file is never asked for
+      exec: (argv) =>
+        argv[0] === 'sha256sum'
+          ? {
+              code: 1,
+              stdout: `${'a'.repeat(64)}  /etc/stackctl/keystone/a.conf\n${'0'.repeat(64)}  /etc/stackctl/keystone/b.conf\n`,
+              stderr: '',
+            }
+          : { code: 0, stdout: '', stderr: '' },
+    });
+    const access: NodeAccess = {
+      ...n.access,
+      files: { upload: async (_s, dest, o) => (uploads.push(`${dest} ${o?.mode?.toString(8)}`), 1) },
+      docker: {
+        ...n.access.docker,
+        // the running keystone carries another hash: it is recreated
+        inspectContainer: async (name: string) => {
+          const info = await n.access.docker.inspectContainer(name);
+          const started = n.log.includes('start keystone');
+          return (
+            info && {
+              ...info,
+              labels: { [LABEL.hash]: started ? 'new' : 'old' },
+              state: { ...info.state, status: 'running', running: true },
+            }
+          );
+        },
+      },
+    } as NodeAccess;
+    const ctx = contextOver(
+      { 'ctl-0': access },
+      {
+        targetDeploy: target,
+        targetRendered: new Map([['ctl-0', new Map([['/etc/stackctl/keystone/b.conf', 'b']])]]),
+        targetWork: (node, c) => (node === 'ctl-0' && c === 'keystone' ? keystone : undefined),
+      },
+    );
+    const containers = [{ name: 'keystone', service: 'keystone', image: 'r/keystone:zed-2', hash: 'new' }];
+    const detail = await ensure(
+      { kind: 'ensure', node: 'ctl-0', services: ['keystone'], containers, frontendGate: false },
+      ctx,
+      scope,
+    );
+    expect(detail).toBe('2 change(s)');
+    expect(uploads).toEqual(['/etc/stackctl/keystone/b.conf 600']);
+    expect(n.log.filter((l) => !l.startsWith('exec'))).toEqual([
+      'pull r/keystone:zed-2',
+      'stop keystone',
+      'remove keystone',
+      'create keystone r/keystone:zed-2 undefined restart=unless-stopped',
+      'start keystone',
     ]);
-    expect(p.steps).toHaveLength(1);
-    expect(p.steps[0]!.nodes.map((n) => n.node)).toEqual(['ctl-0']);
-    expect(p.steps[0]!.nodes[0]!.containers.map((c) => c.name)).toEqual(['keystone']);
-    expect(p.steps[0]!.nodes[0]!.configs.map((c) => c.dest)).toEqual(['/etc/stackctl/keystone/keystone.conf']);
-    expect(() =>
-      swapPlan(ctx, 'ctl-0', [{ node: 'ctl-0', service: 'nova', container: 'nova_api', from: 'a', to: 'b' }]),
-    ).toThrow(/no container nova_api/);
+    // a container the target plan does not hold (or holds with another hash) is a bug, refused before anything
+    await expect(
+      ensure(
+        {
+          kind: 'ensure',
+          node: 'ctl-0',
+          services: ['keystone'],
+          containers: [{ ...containers[0]!, hash: 'other' }],
+          frontendGate: false,
+        },
+        ctx,
+        scope,
+      ),
+    ).rejects.toMatchObject({ code: 'E_TARGET_MISSING' });
+  });
+
+  it('waits for a run-once task a killed run left running, instead of removing it and starting another', async () => {
+    const container = {
+      ...work('ctl-0', 'keystone', 'keystone', 'r/keystone:zed-1'),
+      definition: { name: 'keystone', image: 'keystone' },
+      inputs: { image: 'r/keystone:zed-1', options: '', configs: {} },
+    } as unknown as ContainerWork;
+    const task = {
+      kind: 'task' as const,
+      node: 'ctl-0',
+      service: 'keystone',
+      name: 'db-sync',
+      container,
+      command: ['keystone-manage', 'db_sync'],
+      hash: 'task-hash',
+    };
+    const target: DeployPlan = {
+      cloud: 'lab',
+      steps: [{ step: 3, title: 't', nodes: [], runOnce: [task] }],
+      unsupported: [],
+    };
+    const name = 'stackctl-keystone-db-sync';
+    const action = { kind: 'run-once', node: 'ctl-0', service: 'keystone', work: 'task', name: 'db-sync' } as const;
+    // this very task (its hash), still running: waited for
+    const left = recordingNode('ctl-0', {
+      leftover: { name, labels: { [LABEL.hash]: 'task-hash' }, polls: 3 },
+      exec: (argv) => ({ code: argv[0] === 'cat' ? 1 : 0, stdout: '', stderr: '' }),
+    });
+    const detail = await migrateFree(left.access, target, action);
+    expect(detail).toMatch(/started before a kill: waited for/);
+    expect(left.log.filter((l) => l.startsWith('create') || l.startsWith('start'))).toEqual([]);
+    expect(left.log.some((l) => l.includes('/var/lib/stackctl/done/keystone.task.db-sync'))).toBe(true);
+    // another task's leftover (another hash): removed, and the task runs afresh
+    const other = recordingNode('ctl-0', {
+      leftover: { name, labels: { [LABEL.hash]: 'older' }, polls: 1 },
+      exec: (argv) => ({ code: argv[0] === 'cat' ? 1 : 0, stdout: '', stderr: '' }),
+    });
+    await migrateFree(other.access, target, action);
+    expect(other.log.filter((l) => !l.startsWith('exec'))[0]).toBe(`remove ${name}`);
+    expect(other.log).toContain(`create ${name} r/keystone:zed-1 keystone-manage db_sync restart=no`);
+
+    async function migrateFree(access: NodeAccess, targetDeploy: DeployPlan, a: typeof action): Promise<string> {
+      return runOnce(a, contextOver({ 'ctl-0': access }, { targetDeploy }), scope);
+    }
   });
 });

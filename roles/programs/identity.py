@@ -1,0 +1,134 @@
+# Registration run by stackctl in the identity service's client container (python3 reading this
+# program on stdin): service users in the service project, catalog services and endpoints, and the
+# cloud's starter flavours and images. stackctl puts one line in front of it, `SPEC = "<base64 JSON>"`,
+# so that code and data, passwords included, travel on stdin together and never in an argv.
+# Every object is compared first and kept when equal; it prints one JSON line per object.
+import base64, io, json, sys
+import requests
+from keystoneauth1 import exceptions as ks_exc
+from keystoneauth1 import session as ks_session
+from keystoneauth1.identity import v3
+from urllib3.util.retry import Retry
+
+spec = json.loads(base64.b64decode(SPEC))
+auth = spec["auth"]
+
+# A request that could not connect never reached Keystone: it is tried again, 7 times in all over
+# about a minute (a VIP moving between load balancers, a listener not up yet). One that connected
+# and then failed is not (it may have been carried out). Connecting gets 10 s, an answer 120 s.
+CONNECT_TRIES = int(spec.get("connect_tries", 7))
+CONNECT_TIMEOUT_S = 10
+READ_TIMEOUT_S = 120
+
+
+class BoundedAdapter(requests.adapters.HTTPAdapter):
+    def send(self, request, timeout=None, **kwargs):
+        return super().send(request, timeout=timeout or (CONNECT_TIMEOUT_S, READ_TIMEOUT_S), **kwargs)
+
+
+def http():
+    s = requests.Session()
+    retry = Retry(total=CONNECT_TRIES - 1, connect=CONNECT_TRIES - 1, read=0, status=0, backoff_factor=1,
+                  raise_on_status=False)
+    for scheme in ("http://", "https://"):
+        s.mount(scheme, BoundedAdapter(max_retries=retry))
+    return s
+
+
+def session(user, password, project):
+    plugin = v3.Password(auth_url=auth["url"], username=user, password=password, project_name=project,
+                         user_domain_id="default", project_domain_id="default")
+    return ks_session.Session(auth=plugin, session=http())
+
+
+def say(obj, name, action, detail=""):
+    print(json.dumps({"object": obj, "name": name, "action": action, "detail": detail}), flush=True)
+
+
+def first(items):
+    items = list(items)
+    return items[0] if items else None
+
+
+admin = session(auth["user"], auth["password"], auth["project"])
+opts = dict(session=admin, interface="internal", region_name=auth["region"])
+# The admin token first: an unreachable Keystone or a wrong password fails here, before any object.
+if any(spec.get(k) for k in ("users", "services", "flavors", "images")):
+    admin.get_token()
+
+if spec.get("users") or spec.get("services"):
+    from keystoneclient.v3 import client as keystone_client
+    ks = keystone_client.Client(**opts)
+
+for u in spec.get("users", []):
+    project = first(ks.projects.list(name=u["project"], domain="default"))
+    if project is None:
+        project = ks.projects.create(u["project"], "default", description="OpenStack service users")
+        say("project", u["project"], "created")
+    user = first(ks.users.list(name=u["name"], domain="default"))
+    if user is None:
+        user = ks.users.create(u["name"], domain="default", password=u["password"], default_project=project)
+        say("user", u["name"], "created")
+        fresh = True
+    else:
+        fresh = False
+    for r in u["roles"]:
+        role = first(ks.roles.list(name=r))
+        if role is None:
+            role = ks.roles.create(r)
+            say("role", r, "created")
+        ks.roles.grant(role, user=user, project=project)
+    if not fresh:
+        try:
+            session(u["name"], u["password"], u["project"]).get_token()
+            say("user", u["name"], "unchanged")
+        except ks_exc.Unauthorized:
+            ks.users.update(user, password=u["password"])
+            say("user", u["name"], "updated", "password")
+
+for s in spec.get("services", []):
+    svc = first(x for x in ks.services.list(type=s["type"]) if x.name == s["name"])
+    if svc is None:
+        svc = ks.services.create(s["name"], type=s["type"])
+        say("service", s["name"], "created", s["type"])
+    current = ks.endpoints.list(service=svc, region=auth["region"])
+    for e in s["endpoints"]:
+        name = s["name"] + "/" + e["interface"]
+        have = [x for x in current if x.interface == e["interface"]]
+        if have and have[0].url == e["url"]:
+            say("endpoint", name, "unchanged", e["url"])
+        elif have:
+            ks.endpoints.update(have[0], url=e["url"])
+            say("endpoint", name, "updated", e["url"])
+        else:
+            ks.endpoints.create(svc, e["url"], interface=e["interface"], region=auth["region"])
+            say("endpoint", name, "created", e["url"])
+
+if spec.get("flavors"):
+    from novaclient import client as nova_client
+    nova = nova_client.Client("2.1", **opts)
+    have = {f.name: f for f in nova.flavors.list(is_public=None)}
+    for f in spec["flavors"]:
+        cur = have.get(f["name"])
+        if cur is None:
+            nova.flavors.create(f["name"], f["ram_mb"], f["vcpus"], f["disk_gb"])
+            say("flavor", f["name"], "created")
+        elif (cur.ram, cur.vcpus, cur.disk) != (f["ram_mb"], f["vcpus"], f["disk_gb"]):
+            say("flavor", f["name"], "differs", "flavours are immutable: delete it to have it made again")
+        else:
+            say("flavor", f["name"], "unchanged")
+
+if spec.get("images"):
+    from glanceclient import Client as glance_client
+    glance = glance_client("2", **opts)
+    for i in spec["images"]:
+        have = [x for x in glance.images.list(filters={"name": i["name"]})]
+        if any(x.status == "active" for x in have):
+            say("image", i["name"], "unchanged")
+            continue
+        for x in have:  # a killed upload leaves a queued image behind
+            glance.images.delete(x.id)
+        img = glance.images.create(name=i["name"], disk_format="raw", container_format="bare",
+                                   visibility="public")
+        glance.images.upload(img.id, io.BytesIO(b"\0" * (i["size_kb"] * 1024)))
+        say("image", i["name"], "created", str(i["size_kb"]) + " KiB raw")
