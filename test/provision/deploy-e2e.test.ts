@@ -154,9 +154,7 @@ describe('provisioning of PXE-booted VMs', () => {
   const phases = new Map<string, ProvisionResult>();
   /** The wrong-MAC node's deploy, started while another node is undeployed. */
   let wrongMac: Promise<ProvisionResult[]> | undefined;
-  const consoles = new ConsoleRecorder(
-    () => new Map([...vms].map(([n, vm]) => [n, vm.runDir] as const)),
-  );
+  const consoles = new ConsoleRecorder(() => new Map([...vms].map(([n, vm]) => [n, vm.runDir] as const)));
 
   const target = (v: Vm): DeployTarget => ({
     node: v.node,
