@@ -15,8 +15,8 @@ import type { ServiceFile, SettingDeclaration } from './schema.js';
  * `name: value` infers it from the value, the long form declares it. The
  * lint of CONVENTIONS.md 14 for settings: a default that does not fit its own
  * type, keys that do not belong to the type, a setting declared by two
- * services, a `when` condition on an undeclared setting or with a value the
- * setting cannot take.
+ * services, a `when` condition or an `upgrade.fast_forward_settings` entry on an
+ * undeclared setting or with a value the setting cannot take.
  */
 
 /** Which keys of the long form each type takes besides default, type and description. */
@@ -110,6 +110,33 @@ export function settingSpecs(
             location: source.locate([...path, 'in', i]),
           });
       });
+    }
+  }
+  // `upgrade.fast_forward_settings` name a declared setting and give it a value of its type.
+  for (const { service, source } of services) {
+    for (const [name, value] of Object.entries(service.upgrade.fast_forward_settings ?? {})) {
+      const path = ['upgrade', 'fast_forward_settings', name];
+      const spec = out.get(name);
+      if (!spec) {
+        if (!services.some(({ service: s }) => s.settings?.[name] !== undefined))
+          issues.push({
+            severity: 'error',
+            code: 'E_UNKNOWN_SETTING',
+            message: `fast_forward_settings.${name} is not a setting any service declares`,
+            hint: 'Declare it under settings: in a service file, or fix the name.',
+            location: source.locate(path),
+          });
+        continue;
+      }
+      const problem = settingProblem(spec, value);
+      if (problem)
+        issues.push({
+          severity: 'error',
+          code: 'E_SETTING_VALUE',
+          message: `fast_forward_settings.${name} ${problem}`,
+          hint: `Setting ${name} takes ${describeSetting(spec)}.`,
+          location: source.locate(path),
+        });
     }
   }
   return out;

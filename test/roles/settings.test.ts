@@ -121,6 +121,33 @@ describe('settings: every one has a type', () => {
       ]),
     );
   });
+
+  it("the lint refuses an upgrade's fast-forward setting that no service declares, or of another type", () => {
+    const ff = (value: string) =>
+      rolesWith({
+        'services/nova-api.yaml': (t) =>
+          t.replace('{ nova_disable_compute_service_check_for_ffu: true }', `{ ${value} }`),
+      });
+    const line = (dir: string) =>
+      readFileSync(join(dir, 'services/nova-api.yaml'), 'utf8')
+        .split('\n')
+        .findIndex((l) => l.includes('fast_forward_settings:')) + 1;
+    const wrongType = ff("nova_disable_compute_service_check_for_ffu: 'yes'");
+    expect(lintOf(wrongType)).toEqual([
+      expect.objectContaining({
+        code: 'E_SETTING_VALUE',
+        message: 'fast_forward_settings.nova_disable_compute_service_check_for_ffu must be true or false, not text',
+        location: expect.objectContaining({ file: join(wrongType, 'services/nova-api.yaml'), line: line(wrongType) }),
+      }),
+    ]);
+    const unknown = ff('nova_disable_compute_service_check: true');
+    expect(lintOf(unknown)).toEqual([
+      expect.objectContaining({
+        code: 'E_UNKNOWN_SETTING',
+        message: 'fast_forward_settings.nova_disable_compute_service_check is not a setting any service declares',
+      }),
+    ]);
+  });
 });
 
 describe('a setting of type secret: the one place an inventory may name a secret', () => {
