@@ -8,9 +8,12 @@
 # root filesystem of the container images), dnsmasq, iproute2 and iptables (DHCP/TFTP
 # between network namespaces; busybox-static gives their DHCP and TFTP clients), and
 # fdisk, e2fsprogs and grub-pc-bin (the host OS disk image: partition table, ext4 written
-# from a folder, BIOS boot loader), and python3 (runs the lab's fake Nova virt driver in a
-# unit test) with python3-keystoneauth1 (runs the registration program in a unit test).
-STACKCTL_PACKAGES=(openipmi ipmitool openssl curl qemu-system-x86 qemu-utils openssh-server openssh-client docker.io busybox-static debootstrap tar dnsmasq-base iproute2 iptables fdisk e2fsprogs grub-pc-bin python3 python3-keystoneauth1)
+# from a folder, BIOS boot loader), python3 (runs the lab's fake Nova virt driver in a
+# unit test) with python3-keystoneauth1 (runs the registration program in a unit test), and
+# the parsers the rendered config files are read back with in unit tests: python3-oslo.config
+# and python3-sqlalchemy (the services' INI values and database URLs), mariadb-client-core
+# (my_print_defaults: MariaDB's option files).
+STACKCTL_PACKAGES=(openipmi ipmitool openssl curl qemu-system-x86 qemu-utils openssh-server openssh-client docker.io busybox-static debootstrap tar dnsmasq-base iproute2 iptables fdisk e2fsprogs grub-pc-bin python3 python3-keystoneauth1 python3-oslo.config python3-sqlalchemy mariadb-client-core)
 
 # host_setup [EXTRA_PACKAGE...]: install what is missing, then start dockerd if none answers.
 host_setup() {

@@ -48,7 +48,13 @@ export function loadAll(opts: InventoryOptions): Loaded {
   const display = opts.inventory;
   const loaded = parseInventory(display, text, {
     roles: catalog.roleInfo,
-    ...(secrets ? { bmcCredentials: new Set(secrets.bmc.keys()), secretsFile: secrets.file } : {}),
+    ...(secrets
+      ? {
+          bmcCredentials: new Set(secrets.bmc.keys()),
+          secretNames: new Set(secrets.services.keys()),
+          secretsFile: secrets.file,
+        }
+      : {}),
   });
   const warnings: Issue[] = [...loaded.warnings];
   if (!secrets) {

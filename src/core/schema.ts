@@ -26,8 +26,31 @@ export function checkSchema<T extends TSchema>(
     compiled.set(schema, validate);
   }
   if (validate(source.data)) return { value: source.data as Static<T>, issues: [] };
-  const issues = (validate.errors ?? []).map((e) => toIssue(e, source));
+  const issues = pruneUnions(validate.errors ?? []).map((e) => toIssue(e, source));
   return { value: undefined, issues: dedupe(issues) };
+}
+
+/**
+ * Of a failed anyOf, keep only the errors of the branches whose type the data has: a mapping
+ * written where a scalar or a mapping may stand is told what is wrong with the mapping, not that it
+ * is no string, number or boolean. When no branch has the data's type, every error stays.
+ */
+function pruneUnions(errors: readonly ErrorObject[]): ErrorObject[] {
+  const branch = /^(.*\/anyOf)\/(\d+)(\/.*)?$/;
+  const fitting = new Map<string, Set<string>>(); // anyOf schema path -> branches with more than a type error
+  for (const e of errors) {
+    const m = branch.exec(e.schemaPath);
+    if (m && !(e.keyword === 'type' && m[3] === '/type')) {
+      const set = fitting.get(m[1]!) ?? new Set<string>();
+      set.add(m[2]!);
+      fitting.set(m[1]!, set);
+    }
+  }
+  return errors.filter((e) => {
+    if (e.keyword === 'anyOf' && fitting.has(e.schemaPath)) return false;
+    const m = branch.exec(e.schemaPath);
+    return !m || !fitting.has(m[1]!) || fitting.get(m[1]!)!.has(m[2]!);
+  });
 }
 
 function pathOf(instancePath: string): string[] {

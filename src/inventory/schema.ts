@@ -164,7 +164,14 @@ export const CloudSchema = Type.Object(
       description: 'release manifest images/releases/<release>.yaml',
     }),
     domain: Type.Optional(Type.String({ pattern: '^[a-z0-9.-]+$', description: 'DNS domain of the nodes' })),
-    region: Type.Optional(Type.String({ minLength: 1, description: 'Keystone region name (default RegionOne)' })),
+    region: Type.Optional(
+      Type.String({
+        pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$',
+        description:
+          'Keystone region id (default RegionOne): a letter or digit, then letters, digits, . _ and -, ' +
+          'at most 64 characters; no spaces (the id goes into URLs, shell files and every service config)',
+      }),
+    ),
     registry: Type.Optional(
       Type.String({
         pattern: '^[a-zA-Z0-9.-]+(:\\d+)?$',

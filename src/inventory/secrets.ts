@@ -1,11 +1,12 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
 import { Type, type Static } from '@sinclair/typebox';
-import { InputError, IoError, ValidationFailed } from '../core/errors.js';
+import { InputError, IoError, ValidationFailed, type Issue } from '../core/errors.js';
 import { readTextFile, writeFileAtomic } from '../core/fs.js';
 import { checkSchema } from '../core/schema.js';
 import { Secret } from '../core/secret.js';
 import { parseYaml, toYaml } from '../core/yaml.js';
+import { describeControl } from './settings.js';
 
 /**
  * The secrets file: BMC credentials and every service password and key,
@@ -88,6 +89,24 @@ function readRaw(file: string): SecretsFile {
   if (src.data === null || src.data === undefined) return {};
   const { value, issues } = checkSchema(SecretsFileSchema, src);
   if (!value) throw new ValidationFailed(file, issues);
+  const control: Issue[] = [];
+  const check = (text: string, path: string[], what: string): void => {
+    const c = describeControl(text);
+    if (c)
+      control.push({
+        severity: 'error',
+        code: 'E_SECRET_CONTROL_CHAR',
+        message: `${what} contains ${c} (the value is not shown)`,
+        hint: 'A secret is written into config files and environment files, where a control character would end the line: choose a value without control characters (a YAML block scalar adds a final newline: use a quoted or plain scalar).',
+        location: src.locate(path),
+      });
+  };
+  for (const [k, v] of Object.entries(value.services ?? {})) check(v, ['services', k], `secret ${k}`);
+  for (const [k, v] of Object.entries(value.bmc ?? {})) {
+    check(v.username, ['bmc', k, 'username'], `the user name of BMC credentials ${k}`);
+    check(v.password, ['bmc', k, 'password'], `the password of BMC credentials ${k}`);
+  }
+  if (control.length) throw new ValidationFailed(file, control);
   return value;
 }
 

@@ -3,6 +3,14 @@ import { StackctlError, type Issue } from '../core/errors.js';
 import { formatIpv4, inCidr, overlaps, parseCidr4, parseIpv4, type Cidr4 } from '../core/ipv4.js';
 import type { YamlSource } from '../core/yaml.js';
 import type { Inventory } from './schema.js';
+import {
+  closestNames,
+  describeSetting,
+  SECRET_REF,
+  SECRET_REF_MARK,
+  settingProblem,
+  type SettingSpec,
+} from './settings.js';
 
 /** What the inventory checks need to know of a role (the roles module provides it). */
 export interface RoleInfo {
@@ -10,6 +18,8 @@ export interface RoleInfo {
   readonly networks: readonly string[];
   /** Services of the role that form a quorum cluster (Galera, RabbitMQ). */
   readonly quorumServices: readonly string[];
+  /** Settings the role's services declare, with their types. */
+  readonly settings: ReadonlyMap<string, SettingSpec>;
 }
 
 /** Inputs of the semantic checks beyond the inventory itself. */
@@ -17,6 +27,8 @@ export interface SemanticContext {
   readonly roles: ReadonlyMap<string, RoleInfo>;
   /** BMC credential names present in the secrets file; undefined when there is no secrets file yet. */
   readonly bmcCredentials?: ReadonlySet<string>;
+  /** Service secret names (keys of services:) in the secrets file; undefined when there is no secrets file yet. */
+  readonly secretNames?: ReadonlySet<string>;
   readonly secretsFile?: string;
 }
 
@@ -270,6 +282,8 @@ export function checkInventory(
     }
   }
 
+  checkSettings(inv, ctx, err);
+
   return { issues, networks };
 }
 
@@ -415,4 +429,88 @@ function checkNetworks(inv: Inventory, err: Report): Map<string, ParsedNetwork> 
     parsed.set(name, net);
   }
   return parsed;
+}
+
+/**
+ * `cloud.settings` against the types the services of the inventory's roles
+ * declare: an unknown name (a typo, or a service no node runs), a value of
+ * the wrong type, out of range, off its pattern or with a control character.
+ * And `<secret:NAME>` is allowed only as the value of a `secret` setting:
+ * anywhere else in the inventory it is refused, so that no inventory text
+ * becomes a secret in a config file.
+ */
+function checkSettings(inv: Inventory, ctx: SemanticContext, err: Report): void {
+  const known = new Map<string, SettingSpec>();
+  for (const node of inv.nodes) for (const [k, v] of ctx.roles.get(node.role)?.settings ?? []) known.set(k, v);
+  const allowedRefs = new Set<string>();
+  for (const [name, value] of Object.entries(inv.cloud.settings ?? {})) {
+    const path = ['cloud', 'settings', name];
+    const spec = known.get(name);
+    if (!spec) {
+      const elsewhere = [...ctx.roles.values()].map((r) => r.settings.get(name)).find((s) => s !== undefined);
+      const close = closestNames(name, known.keys());
+      err(
+        'E_UNKNOWN_SETTING',
+        elsewhere
+          ? `cloud.settings.${name} belongs to service ${elsewhere.service}, which no node of this inventory runs`
+          : `cloud.settings.${name} is not a setting of any service this cloud runs`,
+        close.length
+          ? `Did you mean ${close.join(' or ')}? Settings are listed in docs/roles.md.`
+          : `Known settings: ${[...known.keys()].sort().join(', ') || '(none)'}.`,
+        path,
+      );
+      continue;
+    }
+    const problem = settingProblem(spec, value);
+    if (problem) {
+      err(
+        'E_SETTING_VALUE',
+        `cloud.settings.${name} ${problem}`,
+        `${name} (service ${spec.service}) takes ${describeSetting(spec)}${spec.description ? `: ${spec.description}` : ''}.`,
+        path,
+      );
+      continue;
+    }
+    if (spec.type === 'secret') {
+      allowedRefs.add(name);
+      const ref = SECRET_REF.exec(String(value))![1]!;
+      if (ctx.secretNames && !ctx.secretNames.has(ref))
+        err(
+          'E_SECRET_REF_UNKNOWN',
+          `cloud.settings.${name} names secret '${ref}', which the secrets file ${ctx.secretsFile ?? ''} does not hold`,
+          `Add services.${ref} to the secrets file, or fix the name.`,
+          path,
+        );
+    }
+  }
+  findSecretRefs(inv, [], (path) => {
+    if (path.length === 3 && path[0] === 'cloud' && path[1] === 'settings' && allowedRefs.has(String(path[2]))) return;
+    const settingName = path[0] === 'cloud' && path[1] === 'settings' ? String(path[2]) : undefined;
+    err(
+      'E_SECRET_REF_NOT_ALLOWED',
+      `${path.join('.')} refers to a secret, which this field cannot hold`,
+      settingName && known.has(settingName)
+        ? `Setting ${settingName} is not of type secret: write its value, or declare the setting 'type: secret' in roles/services/${known.get(settingName)!.service}.yaml.`
+        : 'Only settings declared with type: secret take <secret:NAME>; write the value itself here.',
+      path,
+    );
+  });
+}
+
+/** Call `f` with the path of every string of a parsed YAML value that holds `<secret:`. */
+function findSecretRefs(v: unknown, path: (string | number)[], f: (path: (string | number)[]) => void): void {
+  if (typeof v === 'string') {
+    if (v.includes(SECRET_REF_MARK)) f([...path]);
+  } else if (Array.isArray(v))
+    v.forEach((x, i) => {
+      path.push(i);
+      findSecretRefs(x, path, f);
+      path.pop();
+    });
+  else if (v !== null && typeof v === 'object')
+    for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
+      path.push(k);
+      findSecretRefs(x, path, f);
+      path.pop();
+    }
 }

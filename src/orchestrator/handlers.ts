@@ -11,6 +11,7 @@ import { RemoteError, StackctlError, TimeoutError, messageOf } from '../core/err
 import { canonicalJson, sha256 } from '../core/hash.js';
 import { mapLimit } from '../core/concurrency.js';
 import type { Secret } from '../core/secret.js';
+import { ESCAPERS } from '../roles/escape.js';
 import {
   configsOf,
   containersOf,
@@ -522,10 +523,8 @@ async function runTask(
       : '';
 }
 
-/** SQL string literal (single quotes, backslashes escaped). */
-function sqlString(v: string): string {
-  return `'${v.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
-}
+/** A MariaDB string literal: the escaper templates use for SQL (src/roles/escape.ts). */
+const sqlString = ESCAPERS.sql.escape;
 
 /** Create a database and its user through the database service's client; the SQL (with the password) goes over stdin. */
 async function createDatabase(

@@ -7,8 +7,10 @@ import { checkSchema } from '../core/schema.js';
 import { parseYaml, type YamlSource } from '../core/yaml.js';
 import type { RoleInfo } from '../inventory/semantic.js';
 import type { SecretSpec } from '../inventory/secrets.js';
-import { RoleSchema, ServiceSchema, type Role, type Service } from './schema.js';
+import type { SettingSpec } from '../inventory/settings.js';
+import { RoleSchema, ServiceSchema, type Role, type Service, type ServiceFile } from './schema.js';
 import { SINGLE_ROLES, serviceRoles, type ServiceRoles } from './service-roles.js';
+import { settingSpecs } from './settings.js';
 import { compileTemplate, type Template } from './templates.js';
 
 const MAX_FILE = 1024 * 1024;
@@ -18,6 +20,8 @@ export interface Catalog {
   readonly dir: string;
   readonly roles: ReadonlyMap<string, Role>;
   readonly services: ReadonlyMap<string, Service>;
+  /** Every declared setting with its type, by name. */
+  readonly settings: ReadonlyMap<string, SettingSpec>;
   /** Compiled config templates by path under roles/templates/. */
   readonly templates: ReadonlyMap<string, Template>;
   /** Role facts the inventory checks need. */
@@ -87,6 +91,10 @@ export function loadCatalog(dir: string): Catalog {
 
   const services = loadNamed(join(dir, 'services'), ServiceSchema, 'service', issues);
   const roles = loadNamed(dir, RoleSchema, 'role', issues);
+  const settings = settingSpecs(
+    [...services.values()].map(({ value, source }) => ({ service: value, source })),
+    issues,
+  );
 
   // Cross-references.
   const declaredSecrets = new Set<string>();
@@ -243,16 +251,28 @@ export function loadCatalog(dir: string): Catalog {
     roleInfo.set(role.name, {
       networks: role.networks,
       quorumServices: role.services.filter((s) => services.get(s)?.value.cluster === 'quorum'),
+      settings: new Map([...settings].filter(([, spec]) => role.services.includes(spec.service))),
     });
   }
+  const typed = new Map([...services].map(([k, v]) => [k, withDefaults(v.value, settings)]));
   return {
     dir,
     roles: new Map([...roles].map(([k, v]) => [k, v.value])),
-    services: new Map([...services].map(([k, v]) => [k, v.value])),
+    services: typed,
+    settings,
     templates,
     roleInfo,
-    provides: serviceRoles([...services.values()].map((s) => s.value)),
+    provides: serviceRoles(typed.values()),
   };
+}
+
+/** A service as the rest of stackctl reads it: each setting reduced to its default. */
+function withDefaults(svc: ServiceFile, settings: ReadonlyMap<string, SettingSpec>): Service {
+  if (!svc.settings) return svc as Service;
+  const defaults = Object.fromEntries(
+    Object.keys(svc.settings).map((name) => [name, settings.get(name)?.default ?? '']),
+  );
+  return { ...svc, settings: defaults };
 }
 
 /** Every secret the given services declare (what `secrets generate` creates). */

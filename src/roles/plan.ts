@@ -3,8 +3,10 @@ import { InputError } from '../core/errors.js';
 import type { Secret } from '../core/secret.js';
 import type { Inventory } from '../inventory/schema.js';
 import type { Catalog } from './catalog.js';
+import { describeSetting, SECRET_REF, settingProblem, type SettingValue } from '../inventory/settings.js';
 import { imageRef } from './release.js';
 import { STEPS, type Release, type Service, type StepNumber } from './schema.js';
+import { printableText, revealSecrets, SecretRef } from './templates.js';
 
 /**
  * The deployment plan: a pure, deterministic function of inventory, role
@@ -134,10 +136,6 @@ export interface PlanResult {
   readonly rendered: ReadonlyMap<string, ReadonlyMap<string, string>>;
 }
 
-/** Stands for a secret in the printable rendering; replaced by the value in the real one. */
-const placeholder = (name: string): string => `<secret:${name}>`;
-const PLACEHOLDER = /<secret:([a-z][a-z0-9_]*)>/g;
-
 const key = (service: string): string => service.replace(/-/g, '_');
 
 /**
@@ -217,9 +215,20 @@ export function buildPlan(input: PlanInput): PlanResult {
     }
   }
 
-  // Template settings: defaults declared by the services, overridden by the release's, then by cloud.settings.
-  const settings: Record<string, string | number | boolean> = {};
+  // Template settings: defaults declared by the services, overridden by the release's, then by cloud.settings,
+  // each checked against the setting's declared type (`inventory validate` has located the inventory's).
+  const settings: Record<string, SettingValue> = {};
   for (const svc of usedServices) Object.assign(settings, svc.settings ?? {});
+  const typed = (k: string, v: SettingValue, where: string, file?: string): SettingValue => {
+    const spec = catalog.settings.get(k);
+    const problem = spec && settingProblem(spec, v);
+    if (spec && problem)
+      throw new InputError('E_SETTING_VALUE', `${where} ${problem}`, {
+        hint: `${k} (service ${spec.service}) takes ${describeSetting(spec)}.`,
+        ...(file ? { location: { file } } : {}),
+      });
+    return v;
+  };
   for (const svc of usedServices) {
     const conditions = [
       ...svc.containers.map((c) => ({ what: `container ${c.name}`, when: c.when })),
@@ -244,7 +253,12 @@ export function buildPlan(input: PlanInput): PlanResult {
         },
       );
     }
-    settings[k] = v;
+    settings[k] = typed(
+      k,
+      v,
+      `settings.${k} of release manifest ${release.name}`,
+      `images/releases/${release.name}.yaml`,
+    );
   }
   for (const [k, v] of Object.entries(inv.cloud.settings ?? {})) {
     if (!(k in settings)) {
@@ -252,8 +266,13 @@ export function buildPlan(input: PlanInput): PlanResult {
         hint: `Known settings: ${Object.keys(settings).sort().join(', ') || '(none)'}.`,
       });
     }
-    settings[k] = v;
+    settings[k] = typed(k, v, `cloud.settings.${k}`);
   }
+  // What templates see: a secret setting's value is the secret it names, which they can only write.
+  const templateSettings: Record<string, SettingValue | SecretRef> = { ...settings };
+  for (const [k, v] of Object.entries(settings))
+    if (catalog.settings.get(k)?.type === 'secret')
+      templateSettings[k] = new SecretRef(SECRET_REF.exec(String(v))![1]!);
 
   const vips: Record<string, string> = {};
   for (const name of Object.keys(inv.networks).sort()) {
@@ -271,11 +290,10 @@ export function buildPlan(input: PlanInput): PlanResult {
   };
 
   // Templates render with placeholders; the real files get the values substituted afterwards.
-  const secretPlaceholders: Record<string, string> = {};
-  const secretValues: Record<string, string> = {};
+  const secretRefs: Record<string, SecretRef> = {};
   for (const svc of usedServices) {
     for (const s of svc.secrets ?? []) {
-      secretPlaceholders[s.name] = placeholder(s.name);
+      secretRefs[s.name] = new SecretRef(s.name);
       if (input.secrets) {
         const v = input.secrets.get(s.name);
         if (!v) {
@@ -287,10 +305,10 @@ export function buildPlan(input: PlanInput): PlanResult {
             },
           );
         }
-        secretValues[s.name] = v.reveal();
       }
     }
   }
+  const secretValue = (name: string): string | undefined => input.secrets?.get(name)?.reveal();
 
   const bootstrap = new Map<string, string>();
   for (const [svc, nodes] of serviceNodes) bootstrap.set(svc, nodes[0]!);
@@ -342,17 +360,15 @@ export function buildPlan(input: PlanInput): PlanResult {
       release: release.name,
       region,
       domain: inv.cloud.domain ?? `${inv.cloud.name}.local`,
-      settings,
+      settings: templateSettings,
     },
     release: { name: release.name, openstack: release.openstack, series: release.series },
     vips,
     api: endpointBase,
     hosts,
     frontends,
-    secrets: secretPlaceholders,
+    secrets: secretRefs,
   };
-  const reveal = (text: string): string =>
-    input.secrets ? text.replace(PLACEHOLDER, (m, name: string) => secretValues[name] ?? m) : text;
 
   const rendered = new Map<string, Map<string, string>>();
   const effectiveNodes: PlanNode[] = [];
@@ -373,13 +389,16 @@ export function buildPlan(input: PlanInput): PlanResult {
     for (const svc of svcs) {
       const svcConfigs: { dest: string; hashes: [string, string]; containers?: readonly string[] }[] = [];
       for (const cfg of svc.config ?? []) {
-        const printable = catalog.templates.get(cfg.template)!({
+        const tagged = catalog.templates.get(cfg.template)!({
           ...ctx,
           service: { name: svc.name, bootstrap: bootstrap.get(svc.name) === node.name },
         });
-        const text = reveal(printable);
-        const printableHash = sha256(printable);
-        const hashes: [string, string] = [printableHash, text === printable ? printableHash : sha256(text)];
+        // the printable hash is of the placeholders (which say how each secret is escaped), not of values
+        const printableHash = sha256(tagged);
+        const text = input.secrets
+          ? revealSecrets(tagged, secretValue, `roles/templates/${cfg.template}`)
+          : printableText(tagged);
+        const hashes: [string, string] = [printableHash, text === tagged ? printableHash : sha256(text)];
         files.set(cfg.dest, text);
         views.forEach((v, i) =>
           v.configs.push({ service: svc.name, dest: cfg.dest, mode: cfg.mode ?? '0640', sha256: hashes[i]! }),
@@ -466,7 +485,7 @@ export function buildPlan(input: PlanInput): PlanResult {
 }
 
 /** A service's host preparation on its nodes, when it has one and its condition holds. */
-function hostOf(svc: Service, settings: Readonly<Record<string, string | number | boolean>>): PlanHost[] {
+function hostOf(svc: Service, settings: Readonly<Record<string, SettingValue>>): PlanHost[] {
   const h = svc.host;
   if (!h || (h.when && !h.when.in.includes(settings[h.when.setting]!))) return [];
   return [

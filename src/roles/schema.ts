@@ -1,4 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
+import { SETTING_TYPES, type SettingType, type SettingValue } from '../inventory/settings.js';
 
 /**
  * Schemas of roles/<Role>.yaml, roles/services/<service>.yaml and
@@ -328,6 +329,38 @@ export const SecretSpecSchema = Type.Object(
   strict,
 );
 
+const SettingName = Type.String({ pattern: '^[a-z][a-z0-9_]*$' });
+const SettingScalar = Type.Union([Type.String(), Type.Number(), Type.Boolean()]);
+
+/** The long form of a setting: its default and its type (src/inventory/settings.ts). */
+export const SettingDeclarationSchema = Type.Object(
+  {
+    default: SettingScalar,
+    type: Type.Union(
+      Object.keys(SETTING_TYPES).map((t) => Type.Literal(t as SettingType)),
+      { description: 'integer, number, boolean, string, enum or secret' },
+    ),
+    min: Type.Optional(Type.Number({ description: 'integer, number: smallest value allowed' })),
+    max: Type.Optional(Type.Number({ description: 'integer, number: largest value allowed' })),
+    values: Type.Optional(
+      Type.Array(Type.Union([Type.String(), Type.Number()]), {
+        minItems: 1,
+        uniqueItems: true,
+        description: 'enum: the values allowed',
+      }),
+    ),
+    pattern: Type.Optional(
+      Type.String({
+        pattern: '^\\^.*\\$$',
+        description: 'string: an anchored regular expression (^...$) every value matches',
+      }),
+    ),
+    description: Type.Optional(Type.String({ minLength: 1 })),
+  },
+  { ...strict, description: 'a setting with its type declared' },
+);
+export type SettingDeclaration = Static<typeof SettingDeclarationSchema>;
+
 const ContainerName = Type.String({ pattern: '^[a-z][a-z0-9_-]*$', description: 'a container of this service' });
 
 /**
@@ -451,19 +484,26 @@ export const ServiceSchema = Type.Object(
     cluster_check: Type.Optional(ClusterCheckSchema),
     agent: Type.Optional(AgentSchema),
     settings: Type.Optional(
-      Type.Record(
-        Type.String({ pattern: '^[a-z][a-z0-9_]*$' }),
-        Type.Union([Type.String(), Type.Number(), Type.Boolean()]),
-        {
-          description: 'defaults of template settings; an inventory overrides them with cloud.settings',
-        },
-      ),
+      Type.Record(SettingName, Type.Union([Type.String(), Type.Number(), Type.Boolean(), SettingDeclarationSchema]), {
+        description:
+          'template settings with their defaults; an inventory overrides them with cloud.settings. ' +
+          '`name: value` infers the type from the value (integer, number, boolean, or string with the default pattern); ' +
+          '`name: { default, type, ... }` declares it',
+      }),
     ),
     upgrade: UpgradeSchema,
   },
   { ...strict, $id: 'urn:stackctl:schema:service', title: 'stackctl service' },
 );
-export type Service = Static<typeof ServiceSchema>;
+/** A service file as written (settings in either form). */
+export type ServiceFile = Static<typeof ServiceSchema>;
+/**
+ * A loaded service: its settings reduced to their defaults (the catalog keeps
+ * their types apart, `Catalog.settings`).
+ */
+export type Service = Omit<ServiceFile, 'settings'> & {
+  readonly settings?: Readonly<Record<string, SettingValue>>;
+};
 
 export const ReleaseSchema = Type.Object(
   {

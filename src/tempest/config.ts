@@ -6,6 +6,8 @@
  */
 import { InputError } from '../core/errors.js';
 import type { Secret } from '../core/secret.js';
+import { CONTROL_CHARS } from '../inventory/settings.js';
+import { ESCAPERS } from '../roles/escape.js';
 import type { Plan } from '../roles/plan.js';
 
 /**
@@ -298,12 +300,16 @@ export function tempestSections(t: TempestInput): Ini {
   };
 }
 
-/** One INI value as Tempest (oslo.config) reads it. */
+/** One INI value as Tempest (oslo.config) reads it: text escaped by oslo.config's rules (docs/roles.md). */
 function iniValue(v: IniValue): string {
   if (typeof v === 'boolean') return v ? 'true' : 'false';
   if (typeof v === 'number') return String(v);
-  if (typeof v === 'string') return v;
-  return v.reveal();
+  const text = typeof v === 'string' ? v : v.reveal();
+  if (CONTROL_CHARS.test(text))
+    throw new InputError('E_TEMPEST_VALUE', 'a value of tempest.conf holds a control character (not shown)', {
+      hint: 'Check the admin password in the secrets file and the workspace path: no newline or tab.',
+    });
+  return ESCAPERS.ini.escape(text);
 }
 
 /** The text of etc/tempest.conf. It holds the admin password: write it 0600. */

@@ -99,6 +99,24 @@ describe('stackctl secrets generate', () => {
     expect(r.stderr).not.toContain('x'.repeat(24));
   });
 
+  it('refuses a secret with a newline or other control character, naming its line and never its value', async () => {
+    const inv = copyInventory('lab.yaml');
+    await runCli('secrets', 'generate', '-i', inv);
+    const file = secretsOf(inv);
+    const text = readFileSync(file, 'utf8').replace(
+      /keystone_admin_password: .*/,
+      'keystone_admin_password: "first line\\nsecond = line"',
+    );
+    writeFileSync(file, text);
+    const r = await runCli('inventory', 'validate', '-i', inv);
+    expect(r.code).toBe(3);
+    const line = text.split('\n').findIndex((l) => l.includes('keystone_admin_password')) + 1;
+    expect(r.stderr).toContain(
+      `${file}:${line}:28: error E_SECRET_CONTROL_CHAR at /services/keystone_admin_password: secret keystone_admin_password contains a newline (the value is not shown)`,
+    );
+    expect(r.stderr).not.toContain('second = line');
+  });
+
   it("passes a BMC's insecure_http on to its driver's offline check", async () => {
     const inv = copyInventory('lab.yaml');
     await runCli('secrets', 'generate', '-i', inv);

@@ -160,6 +160,67 @@ const mutations: Mutation[] = [
     code: 'E_BMC_PLAIN_HTTP',
   },
   { scenario: 'a wrong type', inventory: LAB, from: 'vlan: 20', to: 'vlan: twenty', code: 'E_SCHEMA_TYPE' },
+  {
+    scenario: 'a setting out of its range (VRRP router ids are 1-255)',
+    inventory: LAB,
+    from: '    nova_virt_type: qemu\n',
+    to: '    nova_virt_type: qemu\n    keepalived_router_id: 300\n',
+    code: 'E_SETTING_VALUE',
+    at: 'keepalived_router_id: 300',
+  },
+  {
+    scenario: 'a newline in a setting',
+    inventory: LAB,
+    from: '    nova_virt_type: qemu\n',
+    to: '    nova_virt_type: qemu\n    nova_fake_driver_class: "fake.FakeDriver\\nrpc_backend = x"\n',
+    code: 'E_SETTING_VALUE',
+    at: 'nova_fake_driver_class',
+  },
+  {
+    scenario: 'a setting that is not one of its values',
+    inventory: LAB,
+    from: 'nova_virt_type: qemu',
+    to: 'nova_virt_type: xen',
+    code: 'E_SETTING_VALUE',
+  },
+  {
+    scenario: 'a setting of the wrong type',
+    inventory: LAB,
+    from: '    nova_virt_type: qemu\n',
+    to: '    nova_virt_type: qemu\n    memcached_memory_mb: lots\n',
+    code: 'E_SETTING_VALUE',
+    at: 'memcached_memory_mb: lots',
+  },
+  {
+    scenario: 'an unknown setting (a typo)',
+    inventory: LAB,
+    from: 'nova_virt_type: qemu',
+    to: 'nova_virt_typ: qemu',
+    code: 'E_UNKNOWN_SETTING',
+  },
+  {
+    scenario: 'a secret reference in a field that holds no secret',
+    inventory: LAB,
+    from: 'root_device: { min_size_gb: 8 }',
+    to: "root_device: { min_size_gb: 8, serial: '<secret:keystone_admin_password>' }",
+    code: 'E_SECRET_REF_NOT_ALLOWED',
+  },
+  {
+    scenario: 'a secret reference in a setting that is not of type secret',
+    inventory: LAB,
+    from: '    nova_virt_type: qemu\n',
+    to: "    nova_virt_type: qemu\n    nova_fake_driver_class: '<secret:keystone_admin_password>'\n",
+    code: 'E_SECRET_REF_NOT_ALLOWED',
+    at: 'nova_fake_driver_class',
+  },
+  {
+    scenario: 'a region with a space (Keystone region ids here have none)',
+    inventory: LAB,
+    from: '  release: zed\n',
+    to: '  release: zed\n  region: Region One\n',
+    code: 'E_SCHEMA_FORMAT',
+    at: 'region: Region One',
+  },
 ];
 
 describe('stackctl inventory validate', () => {
@@ -187,6 +248,48 @@ describe('stackctl inventory validate', () => {
     expect(r.stderr).toContain('hint:');
     expect(r.stderr).not.toContain('hunter2');
     expect(existsSync(file.replace(/\.yaml$/, '.ipam.json'))).toBe(false);
+  });
+
+  it('names what a setting takes in the hint: its range, its values, its nearest name', async () => {
+    const file = copyInventory(LAB);
+    const text = readFileSync(file, 'utf8').replace(
+      '    nova_virt_type: qemu\n',
+      '    nova_virt_type: kvm2\n    keepalived_router_id: 0\n    memcached_memory_mbb: 64\n    nova_cpu_allocation_ratio: 1.5\n',
+    );
+    writeFileSync(file, text);
+    const r = await runCli('inventory', 'validate', '-i', file, '--json');
+    const body = JSON.parse(r.stdout) as { issues: { code: string; message: string; hint: string }[] };
+    expect(body.issues.map((i) => [i.code, i.message, i.hint])).toEqual([
+      [
+        'E_SETTING_VALUE',
+        'cloud.settings.nova_virt_type is not one of the allowed values',
+        'nova_virt_type (service nova-api) takes one of kvm, qemu.',
+      ],
+      [
+        'E_SETTING_VALUE',
+        'cloud.settings.keepalived_router_id is 0, below the minimum 1',
+        expect.stringContaining('keepalived_router_id (service keepalived) takes an integer from 1 to 255'),
+      ],
+      [
+        'E_UNKNOWN_SETTING',
+        'cloud.settings.memcached_memory_mbb is not a setting of any service this cloud runs',
+        'Did you mean memcached_memory_mb? Settings are listed in docs/roles.md.',
+      ],
+    ]); // a ratio is a number: 1.5 is fine
+    expect(r.code).toBe(3);
+  });
+
+  it('says when a setting belongs to a service no node of the inventory runs', async () => {
+    const file = copyInventory(LAB);
+    // only the compute: no node runs keepalived
+    const text = readFileSync(file, 'utf8')
+      .replace(/ {2}- name: ctl-0\n[\s\S]*?(?= {2}- name: cmp-0)/, '')
+      .replace('    nova_virt_type: qemu\n', '    nova_virt_type: qemu\n    keepalived_router_id: 52\n');
+    writeFileSync(file, text);
+    const r = await runCli('inventory', 'validate', '-i', file);
+    expect(r.stderr).toMatch(
+      /:\d+:\d+: error E_UNKNOWN_SETTING at \/cloud\/settings\/keepalived_router_id: cloud.settings.keepalived_router_id belongs to service keepalived, which no node of this inventory runs/,
+    );
   });
 
   it('reports every fault at once', async () => {

@@ -25,7 +25,30 @@ import { runCli, tempDir } from '../helpers/cli.js';
 import { openstack } from '../helpers/openstack.js';
 import { CLOUD_IMAGES, deployLab, root } from './lab.js';
 
-const lab = deployLab('deployid', '10.88', 900);
+/**
+ * Passwords an operator may choose, with every character some config format treats specially:
+ * quotes, `#`, `@`, `/`, `%`, `$`, `,`, `;`, `:`, `=`, backslashes and spaces (leading and trailing
+ * too). The whole cloud is deployed with them: Keystone's admin, every database and service user,
+ * MariaDB's root and RabbitMQ, less what Zed itself cannot take and stackctl refuses
+ * (docs/inventory.md): `@` and `%` in Keystone's database password (alembic), `/` in RabbitMQ's
+ * (oslo.messaging). The others keep their generated values: keepalived's VRRP password, HAProxy's
+ * stats password and Galera's SST password are written where nothing quotes them.
+ */
+const hostile = (tag: string): string => `${tag} p@ss/w#rd 'sq' "dq" %41 $HOME $$ \\ ,;:=`;
+const CHOSEN_SECRETS: Record<string, string> = {
+  keystone_admin_password: hostile('admin'),
+  mariadb_root_password: hostile('root'),
+  rabbitmq_password: hostile('rabbit').replace(/\//g, ''),
+  nova_keystone_password: `  ${hostile('nova')}  `,
+  ...Object.fromEntries(
+    ['glance', 'placement', 'neutron', 'nova'].map((s) => [`${s}_db_password`, hostile(`${s} db`)]),
+  ),
+  keystone_db_password: hostile('keystone db').replace(/[@%]/g, ''),
+  ...Object.fromEntries(
+    ['glance', 'placement', 'neutron'].map((s) => [`${s}_keystone_password`, hostile(`${s} user`)]),
+  ),
+};
+const lab = deployLab('deployid', '10.88', 900, { secrets: CHOSEN_SECRETS });
 const P = lab.prefix;
 const SERVICES = 'haproxy,keepalived,mariadb,memcached,keystone';
 const IMAGES = ['haproxy', 'keepalived', 'mariadb', 'memcached', 'keystone'];
@@ -146,6 +169,8 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
   }, 180_000);
 
   it('steps 1-4: VIPs on ctl-0, MariaDB, memcached, the keystone database, db_sync, bootstrap, a token through the VIP', async () => {
+    // the deploy works with the chosen passwords, not generated ones
+    for (const [name, value] of Object.entries(CHOSEN_SECRETS)) expect(secret(name), name).toBe(value);
     const t0 = Date.now();
     const { report, text } = await deploy();
     process.stderr.write(`deploy ${SERVICES} (pulls included): ${((Date.now() - t0) / 1000).toFixed(1)} s\n`);
@@ -399,10 +424,30 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
   }, 180_000);
 
   it('a container that dies after start fails hard with the end of its log', async () => {
+    const before = await lab.startedAt();
+    // A value outside the setting's type never reaches the node: the deploy refuses it with its line.
     await withInventory(
       (t) => t.replace('memcached_memory_mb: 32', 'memcached_memory_mb: lots'),
       async () => {
-        const { report, text: out } = await deploy({ services: 'memcached' });
+        await expect(deploy({ services: 'memcached' })).rejects.toMatchObject({
+          issues: [
+            expect.objectContaining({
+              code: 'E_SETTING_VALUE',
+              message: expect.stringContaining('memcached_memory_mb'),
+            }),
+          ],
+        });
+      },
+    );
+    expect(await lab.startedAt()).toEqual(before);
+    // memcached refuses a memory limit of 0 MB at start: a roles copy whose setting allows it.
+    const roles = rolesWith('services/memcached.yaml', (svc) => {
+      (svc.settings as Record<string, Record<string, unknown>>)['memcached_memory_mb']!.min = 0;
+    });
+    await withInventory(
+      (t) => t.replace('memcached_memory_mb: 32', 'memcached_memory_mb: 0'),
+      async () => {
+        const { report, text: out } = await deploy({ services: 'memcached', roles });
         expect(report?.ok).toBe(false);
         expect(report?.failures[0]).toMatchObject({
           path: 'step 2/ctl-0/memcached/health',

@@ -18,6 +18,7 @@ import type { ContainerWork, DeployPlan } from '../../src/orchestrator/planner.j
 import { LABEL } from '../../src/orchestrator/state.js';
 import type { RemoteCommand } from '../../src/remote/index.js';
 import type { UpgradeContext } from '../../src/upgrade/context.js';
+import { mariadbStringLiteral } from '../helpers/parsers.js';
 import { catalog } from '../helpers/plan.js';
 import { deployPlanOf, fakeContext, planOf, work } from '../upgrade/fakes.js';
 
@@ -110,6 +111,44 @@ function contextOver(nodes: Record<string, NodeAccess>, over: Partial<UpgradeCon
 }
 
 describe("the engine's node actions", () => {
+  it("creates a database and its user over the database client's stdin, the password an escaped SQL literal", async () => {
+    const password = `db p@ss/w#rd 'sq' "dq" %41 $HOME \\ \\' ,;:=`;
+    const work = {
+      kind: 'database' as const,
+      node: 'ctl-0',
+      service: 'glance',
+      name: 'glance',
+      user: 'glance',
+      passwordSecret: 'glance_db_password',
+      hash: 'h',
+    };
+    const targetDeploy: DeployPlan = {
+      cloud: 'lab',
+      steps: [{ step: 3, title: 't', nodes: [], runOnce: [work] }],
+      unsupported: [],
+    };
+    const calls: { argv: readonly string[]; stdin?: string }[] = [];
+    const access: NodeAccess = {
+      ...recordingNode('ctl-0').access,
+      exec: async (command: RemoteCommand, o?: { stdin?: string | Buffer }) => {
+        const argv = typeof command === 'string' ? [command] : command;
+        calls.push({ argv, ...(o?.stdin !== undefined ? { stdin: String(o.stdin) } : {}) });
+        return { code: argv[0] === 'cat' ? 1 : 0, stdout: '', stderr: '' };
+      },
+    };
+    const ctx = contextOver(
+      { 'ctl-0': access },
+      { targetDeploy, secret: (n) => (n === 'glance_db_password' ? new Secret(password) : undefined) },
+    );
+    const action = { kind: 'run-once', node: 'ctl-0', service: 'glance', work: 'database', name: 'glance' } as const;
+    await runOnce(action, ctx, scope);
+    const client = calls.find((c) => c.argv.slice(0, 3).join(' ') === 'docker exec -i')!;
+    expect(client.argv).not.toContain(password); // never in an argv
+    const literals = [...client.stdin!.matchAll(/IDENTIFIED BY ('(?:[^'\\]|\\.|'')*');/g)].map((m) => m[1]!);
+    expect(literals).toHaveLength(2);
+    for (const lit of literals) expect(mariadbStringLiteral(lit)).toBe(password);
+  });
+
   it("reads current sessions per backend/server from HAProxy's show stat", () => {
     const csv = '# pxname,svname,qcur,qmax,scur,smax\nglance_api,FRONTEND,,,3,5\nglance_api,ctl-0,0,0,2,4\n';
     expect(sessionsOf(csv)).toEqual(

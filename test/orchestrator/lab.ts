@@ -3,9 +3,10 @@
  * other test uses, brought up with `lab up`, images pushed to its registry,
  * removed with `lab down --purge`.
  */
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, vi } from 'vitest';
+import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { loadAll } from '../../src/cli/context.js';
 import { runDeploy, type DeployOpts } from '../../src/cli/deploy.js';
 import { runLabDown, runLabUp } from '../../src/cli/lab-up.js';
@@ -55,6 +56,11 @@ export interface DeployLabOptions {
   readonly registryPort?: number;
   /** First virtual BMC port (default: derived from `offset` and the pid). */
   readonly bmcPort?: number;
+  /**
+   * Service secrets written into the secrets file once `lab up` has generated it, as an operator
+   * who chooses some passwords would (e.g. ones with quotes, `#`, `$` and spaces).
+   */
+  readonly secrets?: Readonly<Record<string, string>>;
 }
 
 /** Seconds since `t0`, one decimal. */
@@ -108,6 +114,7 @@ export function deployLab(name: string, prefix: string, offset: number, options:
       await testImages(engine, [...images, 'node', 'registry']);
       const t0 = Date.now();
       await quiet(() => runLabUp({ ...labOpts }, labDeps()));
+      if (options.secrets) chooseSecrets(inventoryOf().replace(/\.yaml$/, '.secrets.yaml'), options.secrets);
       timings.labUpS = Number(since(t0));
       const t1 = Date.now();
       await pushImages(engine, release, registry, images, () => undefined);
@@ -194,4 +201,14 @@ export function deployLab(name: string, prefix: string, offset: number, options:
     },
   };
   return lab;
+}
+
+/** Replace service secrets of a secrets file (kept at mode 0600); every name must exist there. */
+function chooseSecrets(file: string, chosen: Readonly<Record<string, string>>): void {
+  const doc = parseYaml(readFileSync(file, 'utf8')) as { services: Record<string, string> };
+  for (const [name, value] of Object.entries(chosen)) {
+    expect(doc.services[name], `secret ${name} in ${file}`).toBeDefined();
+    doc.services[name] = value;
+  }
+  writeFileSync(file, stringifyYaml(doc), { mode: 0o600 });
 }

@@ -124,7 +124,17 @@ describe('the plan', () => {
       'nova_compute',
     ]);
     const bad = text.replace('nova_compute_driver', 'nova_compute_drivr');
-    expect(() => planFor(bad)).toThrow(/nova_compute_drivr.*not a setting/);
+    expect(() => planFor(bad)).toThrow(
+      expect.objectContaining({
+        issues: [
+          expect.objectContaining({
+            code: 'E_UNKNOWN_SETTING',
+            message: expect.stringMatching(/nova_compute_drivr.*not a setting/),
+            hint: expect.stringContaining('Did you mean nova_compute_driver?'),
+          }),
+        ],
+      }),
+    );
   });
 
   it('sends every Glance request to one controller: the file store is node-local, the others stand by', () => {

@@ -27,6 +27,7 @@ import {
   type TempestInput,
 } from '../../src/tempest/config.js';
 import { copyInventory, runCli, tempDir } from '../helpers/cli.js';
+import { osloValues } from '../helpers/parsers.js';
 
 const FLAVORS: CloudResource[] = [
   { id: 'f-1', name: 'm1.tiny' },
@@ -114,6 +115,15 @@ describe('tempest.conf from the plan', () => {
     expect(iniGet(text, 'service_available', 'neutron')).toBe('false');
     expect(iniGet(text, 'compute-feature-enabled', 'interface_attach')).toBe('false');
     expect(iniGet(text, 'oslo_concurrency', 'lock_path')).toBe('/tmp/ws/tempest_lock');
+  });
+
+  it('writes an admin password with quotes, $, # and spaces so that oslo.config reads it back', () => {
+    const password = ` it's "$HOME" #1 $$ \\ `;
+    const text = renderTempestConf(input({ adminPassword: new Secret(password) }));
+    expect(osloValues(text, { auth: ['admin_password'] }).auth!['admin_password']).toBe(password);
+    expect(() => renderTempestConf(input({ adminPassword: new Secret('a\nb') }))).toThrow(
+      expect.objectContaining({ code: 'E_TEMPEST_VALUE' }),
+    );
   });
 
   it('uses the chosen interface and region for every service', () => {
