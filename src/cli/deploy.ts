@@ -4,6 +4,7 @@ import { executeDeploy, predict, type DeployReport, type StepRunner } from '../o
 import { countByClass, FAILURE_CLASSES } from '../orchestrator/failures.js';
 import { formatNodeAction, formatPhases } from '../orchestrator/format.js';
 import { JournalFile, RunMode, journalFileFor } from '../orchestrator/journal.js';
+import { deployGuard } from '../recover/guard.js';
 import { clusterCheck } from '../status/clusters.js';
 import { parseSteps, planDeploy } from '../orchestrator/planner.js';
 import { loadAll, planOf } from './context.js';
@@ -150,6 +151,15 @@ export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps
           clusterCheck,
           signal: stop.signal,
           quietTimeoutMs: taskTimeoutS * 1000,
+          // The Galera cluster's checks: a deploy that leaves it down fails and names the recover command.
+          guard: deployGuard(deployPlan, {
+            connect,
+            now: Date.now,
+            sleep: (ms) => new Promise<void>((r) => setTimeout(r, ms)),
+            emit,
+            run: journal.run,
+            inventoryFile: o.inventory,
+          }),
         },
         { concurrency, failureBudgetPercent: budget },
       );

@@ -11,6 +11,7 @@ import { registerOpenrc } from './openrc.js';
 import { registerPlan } from './plan.js';
 import { registerPxe } from './pxe.js';
 import { registerRamdisk } from './ramdisk.js';
+import { registerRecover } from './recover.js';
 import { registerSchema } from './schema.js';
 import { registerSecrets } from './secrets.js';
 import { registerStatus } from './status.js';
@@ -34,6 +35,7 @@ export function buildProgram(): Command {
   registerNodes(program);
   registerRamdisk(registerImages(program));
   registerDeploy(program);
+  registerRecover(program);
   registerUpgrade(program);
   registerOpenrc(program);
   registerStatus(program);

@@ -20,9 +20,15 @@ export interface NodeSessions {
   readonly close: () => Promise<void>;
 }
 
-/** Open connections lazily: a node without an address is refused when first asked for. */
-export function nodeSessions(all: Pick<Loaded, 'inventoryFile' | 'allocation'>): NodeSessions {
-  const pool = openPool(all.inventoryFile);
+/**
+ * Open connections lazily: a node without an address is refused when first asked for.
+ * `connectTimeoutMs` bounds SSH connect and login (a command that must not wait long for a node that is down).
+ */
+export function nodeSessions(
+  all: Pick<Loaded, 'inventoryFile' | 'allocation'>,
+  opts: { readonly connectTimeoutMs?: number } = {},
+): NodeSessions {
+  const pool = openPool(all.inventoryFile, opts.connectTimeoutMs ? { connectTimeoutMs: opts.connectTimeoutMs } : {});
   const remotes = new Map<string, Remote>();
   const connect = (name: string): Remote => {
     let r = remotes.get(name);

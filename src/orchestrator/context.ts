@@ -32,6 +32,22 @@ export interface OneOffResult {
   readonly adopted?: 'running' | 'finished';
 }
 
+/**
+ * What a deploy checks beyond Docker's health for the containers of a service whose state is a
+ * cluster's (src/recover/guard.ts, for Galera): a member whose server waits for the others, or
+ * refuses to start, is explained by the whole cluster, and restarted with it where that is safe.
+ * Each call resolves to the changes it made on the nodes, or throws a StackctlError that names the
+ * cause and the command to run (its `details.log` goes to the report).
+ */
+export interface DeployGuard {
+  /** Whether the guard has checks of its own for this container (else Docker's health gate alone). */
+  covers(w: ContainerWork): boolean;
+  /** Right after the run created or started the container, before its health gate. */
+  started(access: NodeAccess, w: ContainerWork): Promise<number>;
+  /** A container the run leaves alone but found unwell: up now, else the error; in place of its health gate. */
+  unchanged(access: NodeAccess, w: ContainerWork): Promise<number>;
+}
+
 /** Everything an action of the engine may use. */
 export interface EngineContext extends EngineBase {
   /** What generic code knows of the services (their files' `provides`, `cluster_check`, `agent`). */
@@ -69,6 +85,8 @@ export interface EngineContext extends EngineBase {
   readonly quietTimeoutMs?: number;
   /** service -> path of its latest database backup on its node, filled by the backup action. */
   readonly backups?: Map<string, string>;
+  /** A deploy's checks beyond Docker's health (the Galera cluster's); none in an upgrade. */
+  readonly guard?: DeployGuard;
 }
 
 /** Container work of a service on every node of a deploy plan (on one node when given). */

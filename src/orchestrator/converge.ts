@@ -221,18 +221,14 @@ export function planConverge(plan: DeployPlan, obs: Observation, catalog: Conver
     }
     // Left alone but not well (a crash loop, a failing health check): the step waits for their health.
     for (const n of nodes) {
-      const sick = [
-        ...new Set(
-          n.containers
-            .filter(
-              (c) =>
-                obs.unwell?.has(`${n.node}/${c.name}`) &&
-                !apply.some((a) => a.kind === 'ensure' && a.node === n.node && a.services.includes(c.service)),
-            )
-            .map((c) => c.service),
-        ),
-      ].filter((sv) => !rollingOn(sv, n.node));
-      if (sick.length) apply.push({ kind: 'health', node: n.node, services: sick });
+      const unwell = n.containers.filter(
+        (c) =>
+          obs.unwell?.has(`${n.node}/${c.name}`) &&
+          !apply.some((a) => a.kind === 'ensure' && a.node === n.node && a.services.includes(c.service)) &&
+          !rollingOn(c.service, n.node),
+      );
+      const sick = [...new Set(unwell.map((c) => c.service))];
+      if (sick.length) apply.push({ kind: 'health', node: n.node, services: sick, unwell: unwell.map((c) => c.name) });
     }
     if (apply.length)
       out.push({

@@ -14,7 +14,7 @@ import type { StackctlEvent } from '../core/events.js';
 import { mapLimit } from '../core/concurrency.js';
 import type { Secret } from '../core/secret.js';
 import type { ContainerWork, DeployPlan } from './planner.js';
-import type { EngineContext, NodeAccess } from './context.js';
+import type { DeployGuard, EngineContext, NodeAccess } from './context.js';
 import {
   planConverge,
   predictions,
@@ -80,6 +80,8 @@ export interface ExecutorDeps {
   readonly signal?: AbortSignal;
   /** How long a run-once task may go without a new log line before it is reported stuck. */
   readonly quietTimeoutMs?: number;
+  /** Checks beyond Docker's health (src/recover/guard.ts: the Galera cluster's). */
+  readonly guard?: DeployGuard;
 }
 
 /** Options of a deploy. */
@@ -114,6 +116,16 @@ export interface DeployReport {
   readonly outages: ConvergePlan['outages'];
 }
 
+/** The container's healthcheck, run once now (Docker's first check waits a whole interval). */
+async function passesHealthcheck(access: NodeAccess, w: ContainerWork): Promise<boolean> {
+  const hc = w.definition.healthcheck;
+  if (!hc) return true;
+  const r = await access.docker
+    .exec(w.name, hc.test, { timeoutMs: (hc.timeout_s ?? 5) * 1000 })
+    .catch(() => ({ code: -1 }));
+  return r.code === 0;
+}
+
 /** Read a node's state for every item of the plan on it; changes nothing. */
 async function observeNode(
   plan: DeployPlan,
@@ -146,6 +158,9 @@ async function observeNode(
     if (d.action === ContainerAction.UNCHANGED && info) {
       if (info.state.status === 'restarting') unwell.push([w.name, `restarting (${info.restartCount} restart(s))`]);
       else if (info.state.health === 'unhealthy') unwell.push([w.name, 'health check failing']);
+      else if (info.state.health === 'starting' && !(await passesHealthcheck(access, w)))
+        // NOTE: a node that just came back (a Galera member waiting for the others) is in its start period
+        unwell.push([w.name, 'health check not passed yet']);
     }
   }
   let sums = new Map<string, string>();
@@ -240,6 +255,7 @@ function contextOf(plan: DeployPlan, deps: ExecutorDeps, journalRun: string): En
     ...(deps.signal ? { signal: deps.signal } : {}),
     run: journalRun,
     backups: new Map(),
+    ...(deps.guard ? { guard: deps.guard } : {}),
   };
 }
 

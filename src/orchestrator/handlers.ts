@@ -289,6 +289,15 @@ async function ensureContainer(
       path: path('start'),
     });
   }
+  // What a start needs beyond Docker (Galera: a founding permit, or the cluster restarted from its members).
+  let guarded = 0;
+  if (ctx.guard?.covers(w)) {
+    try {
+      guarded = await ctx.guard.started(access, w);
+    } catch (err) {
+      throw new ActionFailed(err, FailureClass.HARD, { path: path('start') });
+    }
+  }
   try {
     await waitStarted(ctx, access, w);
   } catch (err) {
@@ -310,7 +319,7 @@ async function ensureContainer(
     detail: c.changed.join(', '),
     ms: ctx.now() - t,
   });
-  return 1;
+  return 1 + guarded;
 }
 
 /**
@@ -815,11 +824,28 @@ export function waitHealthy(ctx: EngineContext, w: ContainerWork): Promise<void>
   });
 }
 
-/** Health gate: every target container of the services on the node is healthy. */
-export const health: Handler<Of<'health'>, EngineContext> = async (a, ctx) => {
+/**
+ * Health gate: every target container of the services on the node is healthy. One the run left
+ * alone and found unwell goes to the deploy's guard when it covers it (a Galera member: the cluster
+ * is asked, and restarted where that is safe); its failure names the container's health.
+ */
+export const health: Handler<Of<'health'>, EngineContext> = async (a, ctx, run) => {
   const works = a.services.flatMap((s) => containersOf(ctx.targetDeploy, s, a.node));
-  await Promise.all(works.map((w) => waitHealthy(ctx, w)));
-  return `${works.length} container(s) healthy`;
+  const guard = ctx.guard;
+  const guarded = guard ? works.filter((w) => a.unwell?.includes(w.name) && guard.covers(w)) : [];
+  // The guarded first: the others of the service (a cluster's check container) wait for their server.
+  let changes = 0;
+  await Promise.all(
+    guarded.map(async (w) => {
+      try {
+        changes += await guard!.unchanged(ctx.connect(a.node), w);
+      } catch (err) {
+        throw new ActionFailed(err, FailureClass.HARD, { path: run.where(a.node, `${w.name}/health`) });
+      }
+    }),
+  );
+  await Promise.all(works.filter((w) => !guarded.includes(w)).map((w) => waitHealthy(ctx, w)));
+  return `${works.length} container(s) healthy${changes ? `, ${changes} change(s)` : ''}`;
 };
 
 /** `20261122T213000Z`: an ISO 8601 time that is a plain file name. */

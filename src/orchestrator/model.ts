@@ -83,6 +83,11 @@ export type NodeAction =
       readonly kind: 'health';
       readonly node: string;
       readonly services: readonly string[];
+      /**
+       * Containers among them the run leaves alone that it found unwell (restarting, health check
+       * failing): a deploy's guard, where it covers them, looks at them in place of the health gate.
+       */
+      readonly unwell?: readonly string[];
     }
   | {
       /** The service's cluster (its file's `cluster_check`) has every member back and healthy. */

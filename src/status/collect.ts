@@ -13,6 +13,9 @@ import type { Plan } from '../roles/plan.js';
 import type { ServiceRoles } from '../roles/service-roles.js';
 import { readCluster, type ClusterView } from './clusters.js';
 import { configDrift, configFindings, containerFindings, containerStatus } from './containers.js';
+import { outageFinding } from './galera.js';
+import { knownPosition, readMember, type MemberState } from '../recover/members.js';
+import { runningState } from '../recover/format.js';
 import {
   ContainerState,
   STATUS_FORMAT_VERSION,
@@ -20,6 +23,8 @@ import {
   ViewState,
   type ErrorInfo,
   type Finding,
+  type GaleraDiagnosis,
+  type GaleraMember,
   type NodeStatus,
   type OpenStackView,
   type StatusReport,
@@ -118,6 +123,22 @@ const tail = (s: string, n = 300): string => {
   return t.length > n ? '…' + t.slice(-n) : t;
 };
 
+/** A member read by `recover galera`'s reader, as the status report carries it. */
+function galeraDiagnosis(s: MemberState): GaleraDiagnosis {
+  const g = s.disk?.grastate;
+  const p = knownPosition(s);
+  return {
+    running: runningState(s),
+    ...(g?.uuid !== undefined ? { uuid: g.uuid } : {}),
+    ...(g?.seqno !== undefined ? { seqno: g.seqno } : {}),
+    ...(g?.safeToBootstrap !== undefined ? { safeToBootstrap: g.safeToBootstrap } : {}),
+    ...(p ? { position: `${p.seqno} (${p.source})` } : {}),
+    gvwstate: s.disk?.gvwstate ?? false,
+    data: s.data,
+    log: s.log.slice(-4),
+  };
+}
+
 /** Collect everything; never throws for a node's failure (it is a finding). */
 export async function collectStatus(
   input: StatusInput,
@@ -208,7 +229,7 @@ export async function collectStatus(
 
   // 2. Clusters, all at once (each query bounded), as their services' files say to ask them.
   const clustered = [...input.roles.clusterChecks].filter(([service]) => nodesOf(service).length);
-  const [clusters, openstack] = await Promise.all([
+  const [read, openstack] = await Promise.all([
     Promise.all(
       clustered.map(([service, check]) =>
         readCluster(
@@ -222,6 +243,31 @@ export async function collectStatus(
     ),
     openStackView(),
   ]);
+  const clusters = await Promise.all(read.map(explainGalera));
+
+  /**
+   * A Galera cluster of several members that is not healthy is explained by its members' disks and
+   * logs (read as `recover galera` reads them), and a cloud finding names the recover command.
+   */
+  async function explainGalera(c: { view: ClusterView; findings: Finding[] }) {
+    const v = c.view;
+    const container = input.roles.clusterChecks.get(v.service)?.container;
+    if (v.kind !== 'galera' || v.expected < 2 || v.state === ViewState.OK || !container) return c;
+    const members = await mapLimit(v.members as readonly GaleraMember[], concurrency, async (m) => {
+      const w = work.get(m.node)?.containers.find((x) => x.name === container);
+      if (!w || !byName.get(m.node)?.reachable || (m.localState === 'Synced' && m.clusterStatus === 'Primary'))
+        return m;
+      const s = await withDeadline(readMember(accessOf(m.node), w), timeoutMs, `${m.node}: Galera disk`).catch(
+        () => undefined,
+      );
+      return s && s.error === undefined ? { ...m, diagnosis: galeraDiagnosis(s) } : m;
+    });
+    const outage = outageFinding(v.expected, members);
+    return {
+      view: { ...v, members },
+      findings: outage ? [...c.findings, { ...outage, subject: v.service }] : c.findings,
+    };
+  }
 
   async function openStackView(): Promise<{ view: OpenStackView; findings: Finding[] }> {
     const api = input.roles.computeApi?.service;

@@ -63,9 +63,39 @@ export function evaluateGalera(
   return { view: { state, expected, members }, findings };
 }
 
-/** One line per member for the human output. */
+/**
+ * The cluster-wide finding of a Galera outage: no member (of several) runs a primary component,
+ * and the command that shows each member's position and the one to restart the cluster from.
+ */
+export function outageFinding(expected: number, members: readonly GaleraMember[]): Finding | undefined {
+  if (expected < 2 || members.some((m) => m.clusterStatus === 'Primary')) return undefined;
+  const up = members.filter((m) => m.diagnosis?.running.startsWith('running'));
+  return {
+    severity: Severity.UNHEALTHY,
+    node: 'cloud',
+    subject: 'galera',
+    message:
+      `no member runs a primary component${up.length ? ` (${up.map((m) => m.node).join(', ')} waiting)` : ''}: ` +
+      "'stackctl recover galera --dry-run' shows each member's position and the one to restart the cluster from",
+  };
+}
+
+/** One line per member for the human output, then its diagnosis (disk and log) when it was read. */
 export function describeGaleraMember(m: GaleraMember): string {
-  if (m.error !== undefined) return `${m.node}: ${m.error}`;
+  const d = m.diagnosis;
+  const more = d
+    ? `
+    ${d.running}; grastate uuid ${d.uuid ?? 'none'}, seqno ${d.seqno ?? '?'}, safe_to_bootstrap ` +
+      `${d.safeToBootstrap === undefined ? '?' : Number(d.safeToBootstrap)}${d.gvwstate ? ', gvwstate.dat' : ''}` +
+      `${d.position ? `, position ${d.position}` : ''}${d.data ? '' : ', no data'}` +
+      d.log
+        .map(
+          (l) => `
+    | ${l}`,
+        )
+        .join('')
+    : '';
+  if (m.error !== undefined) return `${m.node}: ${m.error}${more}`;
   if (m.wsrepOn === false) return `${m.node}: standalone (wsrep off)`;
-  return `${m.node}: size ${m.clusterSize ?? '?'}, ${m.localState ?? '?'}, ${m.clusterStatus ?? '?'}`;
+  return `${m.node}: size ${m.clusterSize ?? '?'}, ${m.localState ?? '?'}, ${m.clusterStatus ?? '?'}${more}`;
 }

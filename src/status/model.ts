@@ -145,6 +145,27 @@ export interface NodeStatus {
   readonly ms: number;
 }
 
+/**
+ * What a Galera member's container, disk and log say, read when the cluster is not healthy (as
+ * `stackctl recover galera` reads them).
+ */
+export interface GaleraDiagnosis {
+  /** The container and its server: `restarting (4 restarts)`, `running, server not answering`. */
+  readonly running: string;
+  /** grastate.dat: the cluster UUID, the seqno (-1 after a crash), Galera's safe_to_bootstrap mark. */
+  readonly uuid?: string;
+  readonly seqno?: number;
+  readonly safeToBootstrap?: boolean;
+  /** The position the member is known to hold, when its state says it (`<seqno> (<source>)`). */
+  readonly position?: string;
+  /** gvwstate.dat is there: the member can restore its last primary component (pc.recovery). */
+  readonly gvwstate: boolean;
+  /** The data volume holds data a new cluster would lose. */
+  readonly data: boolean;
+  /** The last lines of its log that say why it is not up (start.sh's decisions, Galera's refusals). */
+  readonly log: readonly string[];
+}
+
 /** One Galera member's view of the cluster. */
 export interface GaleraMember {
   readonly node: string;
@@ -156,6 +177,8 @@ export interface GaleraMember {
   /** wsrep_cluster_status: Primary, non-Primary, Disconnected. */
   readonly clusterStatus?: string;
   readonly error?: string;
+  /** Read when the cluster is not healthy and this member is not Synced in a primary component. */
+  readonly diagnosis?: GaleraDiagnosis;
 }
 
 /** The Galera view. */

@@ -66,7 +66,7 @@ describe('one name per concept', () => {
         .filter((o) => o.option.long === long)
         .map((o) => o.command)
         .sort();
-    expect(commandsWith('--dry-run')).toEqual(['deploy', 'upgrade']);
+    expect(commandsWith('--dry-run')).toEqual(['deploy', 'recover galera', 'upgrade']);
     expect(commandsWith('--max-fail-percent')).toEqual(['deploy', 'upgrade']);
     expect(commandsWith('--host-image')).toEqual(['deploy', 'nodes provision', 'nodes undeploy']);
     expect(commandsWith('--plan')).toEqual([]);

@@ -314,6 +314,7 @@ const LOCKING: readonly (readonly string[])[] = [
   ['deploy'],
   ['deploy', '--resume'],
   ['upgrade', '--to', 'zed-update'],
+  ['recover', 'galera'],
   ['lab', 'bmc', 'start'],
   ['lab', 'bmc', 'stop'],
   ['lab', 'up'],
@@ -331,6 +332,7 @@ const READ_ONLY: readonly (readonly string[])[] = [
   ['nodes', 'show', 'ctl-0'],
   ['deploy', '--dry-run'],
   ['upgrade', '--to', 'zed-update', '--dry-run'],
+  ['recover', 'galera', '--dry-run'], // stops at its own check (one MariaDB node): no node is asked
   ['status'],
   ['openrc'],
   ['tempest', 'config', '--os-interface', 'none'], // stops at its own option check: no cloud is asked

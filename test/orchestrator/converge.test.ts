@@ -239,7 +239,9 @@ describe('planConverge', () => {
     const obs = { ...observed(plan, {}), unwell: new Map([['ctl-1/mariadb', 'restarting (12 restart(s))']]) };
     const c = planConverge(plan, obs, catalog);
     expect(ids(c.phases)).toEqual(['step:2:apply']);
-    expect(c.phases[0]!.steps[0]!.actions).toEqual([{ kind: 'health', node: 'ctl-1', services: ['mariadb'] }]);
+    expect(c.phases[0]!.steps[0]!.actions).toEqual([
+      { kind: 'health', node: 'ctl-1', services: ['mariadb'], unwell: ['mariadb'] },
+    ]);
     const row = predictions(plan, obs).find((r) => r.node === 'ctl-1' && r.name === 'mariadb')!;
     expect(row).toMatchObject({ action: 'unchanged', detail: 'restarting (12 restart(s))' });
   });

@@ -1,0 +1,211 @@
+/**
+ * The deploy's guard of the Galera cluster (the engine's `DeployGuard`,
+ * src/orchestrator/context.ts), for the server container of a cluster of
+ * several members. The engine calls it:
+ * - `started`: after the deploy created or started a member (the container
+ *   handler, before the health gate);
+ * - `unchanged`: for a member the deploy leaves alone but found unwell
+ *   (restarting, or its health check failing), in place of the health gate.
+ * A member that is down is explained by the cluster's own state
+ * (recover/galera.ts): no primary component, who holds which position,
+ * start.sh's and Galera's last words; where it is safe the deploy restarts
+ * the cluster itself:
+ * - every member was read, none runs a primary component, and the data
+ *   agrees on one cluster: the most advanced member restarts it and the
+ *   others join (what `stackctl recover galera` does);
+ * - no member holds any data (a first deploy): the bootstrap node's start.sh,
+ *   which never founds a cluster on its own, gets its founding permit;
+ * - otherwise the deploy fails with the reason and the recover command to run.
+ * Calls are serialised, so members checked at once trigger one recovery.
+ * Other containers are not its business: Docker's health gate alone.
+ */
+import { RemoteError, StackctlError, messageOf } from '../core/errors.js';
+import type { StackctlEvent } from '../core/events.js';
+import type { DeployGuard } from '../orchestrator/context.js';
+import { waitHealthy } from '../orchestrator/health.js';
+import type { ContainerWork, DeployPlan } from '../orchestrator/planner.js';
+import { assess } from './decide.js';
+import { recoverGalera, readMembers, waitSynced, grantFounding, type GaleraCluster } from './galera.js';
+import { GALERA, type GaleraAccess, type MemberState } from './members.js';
+import { describeMember } from './format.js';
+
+/** Tuning of the guard. */
+export const GUARD_DEFAULTS = {
+  /** Lines of log carried in a failure. */
+  logLines: 50,
+  pollMs: 500,
+  /**
+   * How long a cluster whose members all came back gets to restore its primary component by
+   * itself (pc.recovery) before the deploy restarts it.
+   */
+  settleMs: 60_000,
+  settlePollMs: 3000,
+} as const;
+
+/** Side effects of the guard. */
+export interface GuardDeps {
+  readonly connect: (node: string) => GaleraAccess;
+  readonly now: () => number;
+  readonly sleep: (ms: number) => Promise<void>;
+  readonly emit?: (e: StackctlEvent) => void;
+  /** The inventory file, for the recover command in hints. */
+  readonly inventoryFile?: string;
+  /** The deploy run, named in a founding permit (start.sh logs it). */
+  readonly run?: string;
+}
+
+/** The Galera clusters of a deploy plan: the Galera container on two members or more. */
+export function galeraCluster(plan: DeployPlan): GaleraCluster | undefined {
+  const members: ContainerWork[] = [];
+  for (const st of plan.steps)
+    for (const nw of st.nodes) for (const c of nw.containers) if (c.name === GALERA.container) members.push(c);
+  if (members.length < 2) return undefined; // one server runs without replication (wsrep_on = OFF)
+  // The bootstrap node is the one the others wait for (`after`), else the first in plan order.
+  const bootstrapNode = members.find((m) => m.after)?.after ?? members[0]!.node;
+  return { cloud: plan.cloud, members, bootstrapNode };
+}
+
+/** The guard of one deploy run. */
+export function deployGuard(plan: DeployPlan, deps: GuardDeps): DeployGuard {
+  const cluster = galeraCluster(plan);
+  const recoverCommand = `stackctl recover galera -i ${deps.inventoryFile ?? '<inventory>'}`;
+  let queue: Promise<unknown> = Promise.resolve();
+  /** Run `f` after every earlier call: members checked at once trigger one recovery. */
+  const serial = <T>(f: () => Promise<T>): Promise<T> => {
+    const p = queue.then(f, f);
+    queue = p.catch(() => undefined);
+    return p;
+  };
+  /** A line of the recovery as a deploy event, on the member it is about (`ctl-1: starting mariadb`). */
+  const say = (node: string, line: string): void => {
+    const m = /^(\S+): (.*)$/.exec(line);
+    const about = m && cluster?.members.some((w) => w.node === m[1]) ? m : undefined;
+    deps.emit?.({
+      kind: 'deploy.change',
+      step: cluster?.members[0]?.step ?? 0,
+      node: about ? about[1]! : node,
+      object: 'cluster',
+      name: 'galera',
+      action: 'recovery',
+      detail: about ? about[2]! : line,
+      ms: 0,
+    });
+  };
+  const isMember = (w: ContainerWork): boolean =>
+    cluster !== undefined && w.name === GALERA.container && cluster.members.some((m) => m.node === w.node);
+
+  /** One line per member: its container, disk, position and last log line. */
+  const diagnosis = (members: readonly MemberState[]): string =>
+    members.map((m) => `  ${describeMember(m)}`).join('\n');
+
+  /**
+   * No member is up: wait for pc.recovery when every member with data is running again and holds
+   * its last primary view; then decide and act. Resolves to the changes made.
+   */
+  const ensureCluster = (trigger: string): Promise<number> =>
+    serial(async () => {
+      const c = cluster!;
+      let members = await readMembers(c, deps);
+      if (members.some((m) => m.server?.clusterStatus === 'Primary')) return 0;
+      const settling = (ms: readonly MemberState[]): boolean =>
+        ms.every((m) => m.error === undefined) &&
+        ms.some((m) => m.data) &&
+        ms
+          .filter((m) => m.data)
+          .every((m) => m.disk?.gvwstate && ['running', 'restarting'].includes(m.container.status));
+      const until = deps.now() + GUARD_DEFAULTS.settleMs;
+      while (settling(members) && deps.now() < until) {
+        await deps.sleep(GUARD_DEFAULTS.settlePollMs);
+        members = await readMembers(c, deps);
+        if (members.some((m) => m.server?.clusterStatus === 'Primary')) return 0;
+      }
+      let a: ReturnType<typeof assess>;
+      try {
+        a = assess({
+          members,
+          bootstrapNode: c.bootstrapNode,
+          without: new Set(),
+          mayFound: true,
+          recoverCommand,
+        });
+      } catch (err) {
+        throw withDiagnosis(err, members);
+      }
+      if (a.kind === 'primary') return 0;
+      if (a.kind === 'found') {
+        if (a.node !== trigger) return 0; // the bootstrap node founds; this member joins it once it answers
+        await grantFounding(
+          c,
+          a.node,
+          `deploy run ${deps.run ?? '?'}: no member holds data (${members.map((m) => m.node).join(', ')} read)`,
+          {
+            ...deps,
+            say: (l) => say(a.node, l),
+          },
+        );
+        return 1;
+      }
+      try {
+        const r = await recoverGalera(c, { ...deps, say: (l) => say(trigger, l) }, { mayFound: true, recoverCommand });
+        return r.changed ? 1 : 0;
+      } catch (err) {
+        throw withDiagnosis(err, members);
+      }
+    });
+
+  /** The error, its message followed by every member's state. */
+  const withDiagnosis = (err: unknown, members: readonly MemberState[]): StackctlError => {
+    const e = err instanceof StackctlError ? err : undefined;
+    const log = members.flatMap((m) => m.log.map((l) => `${m.node}: ${l}`)).join('\n');
+    return new RemoteError(e?.code ?? 'E_GALERA_DOWN', `Galera: ${messageOf(err)}\n${diagnosis(members)}`, {
+      ...(e?.hint ? { hint: e.hint } : {}),
+      details: { ...(e?.details ?? {}), ...(log ? { log } : {}) },
+    });
+  };
+
+  /** A Galera member that is not up: the cluster's diagnosis, a recovery where safe, then this member's own wait. */
+  const galeraMember = async (w: ContainerWork): Promise<number> => {
+    const made = await ensureCluster(w.node);
+    try {
+      await waitSynced(cluster!, w.node, deps);
+    } catch (err) {
+      throw withDiagnosis(err, await readMembers(cluster!, deps));
+    }
+    return made;
+  };
+
+  return {
+    covers: isMember,
+
+    async unchanged(access, w) {
+      if (!isMember(w)) {
+        await waitHealthy(access, w, {
+          now: deps.now,
+          sleep: deps.sleep,
+          pollMs: GUARD_DEFAULTS.pollMs,
+          logLines: GUARD_DEFAULTS.logLines,
+          restartsFail: false,
+        });
+        return 0;
+      }
+      const info = await access.docker.inspectContainer(w.name);
+      if (info?.state.health === 'healthy') return 0;
+      const hc = w.definition.healthcheck;
+      if (info?.state.running && info.state.status !== 'restarting' && hc) {
+        const r = await access.docker
+          .exec(w.name, hc.test, { timeoutMs: (hc.timeout_s ?? 5) * 1000 })
+          .catch(() => ({ code: -1 }));
+        if (r.code === 0) return 0;
+      }
+      return galeraMember(w);
+    },
+
+    async started(_access, w) {
+      if (!isMember(w)) return 0;
+      // A member that joins a running primary component needs nothing; otherwise the cluster decides.
+      const members = await readMembers(cluster!, deps);
+      if (members.some((m) => m.server?.clusterStatus === 'Primary')) return 0;
+      return ensureCluster(w.node);
+    },
+  };
+}
