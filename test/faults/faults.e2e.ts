@@ -24,7 +24,7 @@ import { CLOUD_IMAGES, deployLab, root } from '../orchestrator/lab.js';
 
 const N = Number(process.env.STACKCTL_FAULTS_N ?? 20);
 const SEED = Number(process.env.STACKCTL_FAULTS_SEED ?? Math.floor(Math.random() * 1e6));
-const REGISTRY_PORT = 15061;
+const REGISTRY_PORT = 15081;
 const lab = deployLab('faults', '10.91', 70, { topology: '1ctl-2comp', registryPort: REGISTRY_PORT, bmcPort: 16530 });
 /** The images the second release tags again, so that an upgrade between the two has work. */
 const RETAGGED = ['keystone', 'memcached'] as const;
