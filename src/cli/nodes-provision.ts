@@ -116,7 +116,7 @@ export function targetOf(all: Loaded, node: string): DeployTarget {
     ...(inv.cloud.domain ? { domain: inv.cloud.domain } : {}),
     ...(n.root_device ? { rootDevice: n.root_device } : {}),
     ...(networks.length ? { networks } : {}),
-    insecureRegistries: [inv.cloud.registry ?? all.release.registry],
+    insecureRegistries: inv.cloud.registry_insecure ? [inv.cloud.registry ?? all.release.registry] : [],
   };
 }
 

@@ -144,6 +144,8 @@ describe('targetOf', () => {
     const all = loadAll({ inventory: copyInventory('lab.yaml') });
     const t = targetOf(all, 'ctl-0');
     expect(t).toMatchObject({ node: 'ctl-0', mac: '52:54:00:00:10:01', prefix: 24, gateway: '192.168.24.1' });
+    // plain HTTP because the inventory says so (cloud.registry_insecure: true)
+    expect(all.loaded.inventory.cloud.registry_insecure).toBe(true);
     expect(t.insecureRegistries).toEqual(['192.168.24.1:5000']);
     expect(t.networks).toContainEqual({ name: 'internal_api', ip: '172.17.0.11', prefix: 24, vlan: 20 });
     expect(t.networks?.find((n) => n.name === 'external')).toMatchObject({ prefix: 24 });
