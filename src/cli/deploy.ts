@@ -6,7 +6,10 @@ import { formatNodeAction, formatPhases } from '../orchestrator/format.js';
 import { JournalFile, RunMode, journalFileFor } from '../orchestrator/journal.js';
 import { clusterCheck } from '../status/clusters.js';
 import { parseSteps, planDeploy } from '../orchestrator/planner.js';
-import { loadAll, planOf } from './context.js';
+import { formatPinChanges, unpinnedImages } from '../images/pin.js';
+import { PinSource } from '../images/pins.js';
+import type { PlanResult } from '../roles/plan.js';
+import { loadAll, planOf, planPinned } from './context.js';
 import { provisionBeforeDeploy, withDeployNodeOptions, withoutNodes, type DeployNodesOpts } from './deploy-nodes.js';
 import { eventSink, nodeSessions } from './node-sessions.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
@@ -51,7 +54,7 @@ function positiveInt(text: string, what: string, min: number, max: number): numb
  * The command holds the inventory's run lock around it (but for a dry run).
  */
 export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps()): Promise<DeployReport | undefined> {
-  const all = loadAll(o);
+  let all = loadAll(o);
   if (!o.json) printIssues(all.warnings);
   if (!all.secrets) {
     throw new InputError('E_SECRETS_REQUIRED', `deploy needs the secrets file ${all.secretsFile}`, {
@@ -61,7 +64,25 @@ export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps
   const concurrency = positiveInt(o.concurrency ?? '8', '--concurrency', 1, 256);
   const budget = positiveInt(o.failureBudget ?? '0', '--failure-budget', 0, 100);
   const taskTimeoutS = positiveInt(o.taskTimeout ?? '600', '--task-timeout', 10, 86_400);
-  const { effective: plan, rendered } = planOf(all);
+  // An image without a pin is resolved from the registry once and pinned (its first deploy); a pinned one
+  // never asks. A dry run asks no registry: it names the images a deploy would pin first.
+  let planned: PlanResult;
+  if (o.dryRun) {
+    planned = planOf(all);
+    const fresh = unpinnedImages(planned.plan);
+    if (fresh.length && !o.json) deps.write(formatUnpinned(fresh));
+  } else {
+    const pinned = await planPinned(all, { by: PinSource.DEPLOY, save: true });
+    all = pinned.all;
+    planned = pinned.planned;
+    if (pinned.changes.length)
+      deps.write(
+        o.json
+          ? JSON.stringify({ kind: 'images.pinned', file: all.imagesFile, changes: pinned.changes }) + '\n'
+          : formatPinChanges(pinned.changes),
+      );
+  }
+  const { effective: plan, rendered } = planned;
   const services = o.services
     ?.split(',')
     .map((s) => s.trim())
@@ -162,6 +183,15 @@ export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps
   } finally {
     await sessions.close();
   }
+}
+
+/** What a dry run says of images without a pin. */
+export function formatUnpinned(refs: readonly string[]): string {
+  return (
+    `${refs.length} image(s) not pinned yet: ${refs.join(', ')}\n` +
+    '  a deploy asks the registry for their digests first and pins them (<inventory>.images.json); ' +
+    'it then creates their containers from the pinned references, so containers running them by tag are recreated\n'
+  );
 }
 
 /** The services whose APIs a deploy takes down, one line each. */

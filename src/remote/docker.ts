@@ -82,6 +82,8 @@ export interface ContainerInfo {
 export interface ImageInfo {
   readonly id: string;
   readonly tags: readonly string[];
+  /** Docker's RepoDigests: `repository@sha256:…` for each registry manifest the image was pulled or pushed as. */
+  readonly digests?: readonly string[];
   readonly created: string;
   readonly size: number;
   readonly labels: Readonly<Record<string, string>>;
@@ -407,6 +409,7 @@ class DockerEngine implements ContainerEngine {
       return {
         id: i.Id,
         tags: i.RepoTags ?? [],
+        digests: i.RepoDigests ?? [],
         created: i.Created,
         size: i.Size,
         labels: i.Config?.Labels ?? {},
