@@ -160,16 +160,18 @@ export async function pinImages(
 }
 
 /**
- * The plan of everything loaded, every image pinned: images without a pin are
- * resolved from the registry once and pinned first (saved when `save`);
- * pinned images never ask the registry. What deploy and `plan` use.
+ * The plan of everything loaded with its images pinned: those without a pin
+ * (every one of the plan, or those `unpinned` picks) are resolved from the
+ * registry once and pinned first (saved when `save`); pinned images never ask
+ * the registry. What deploy and `plan` use.
  */
 export async function planPinned(
   all: Loaded,
   opts: PinOptions,
+  unpinned: (planned: PlanResult) => readonly string[] = (p) => unpinnedImages(p.plan),
 ): Promise<{ all: Loaded; planned: PlanResult; changes: PinChange[] }> {
   const planned = planOf(all);
-  const fresh = unpinnedImages(planned.plan);
+  const fresh = unpinned(planned);
   if (!fresh.length) return { all, planned, changes: [] };
   const pinned = await pinImages(all, fresh, opts);
   return { all: pinned.all, planned: planOf(pinned.all), changes: pinned.changes };

@@ -5,8 +5,8 @@ import { countByClass, FAILURE_CLASSES } from '../orchestrator/failures.js';
 import { formatNodeAction, formatPhases } from '../orchestrator/format.js';
 import { JournalFile, RunMode, journalFileFor } from '../orchestrator/journal.js';
 import { clusterCheck } from '../status/clusters.js';
-import { parseSteps, planDeploy } from '../orchestrator/planner.js';
-import { formatPinChanges, unpinnedImages } from '../images/pin.js';
+import { parseSteps, planDeploy, type DeployPlan } from '../orchestrator/planner.js';
+import { formatPinChanges } from '../images/pin.js';
 import { PinSource } from '../images/pins.js';
 import type { PlanResult } from '../roles/plan.js';
 import { loadAll, planOf, planPinned } from './context.js';
@@ -64,15 +64,24 @@ export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps
   const concurrency = positiveInt(o.concurrency ?? '8', '--concurrency', 1, 256);
   const budget = positiveInt(o.failureBudget ?? '0', '--failure-budget', 0, 100);
   const taskTimeoutS = positiveInt(o.taskTimeout ?? '600', '--task-timeout', 10, 86_400);
-  // An image without a pin is resolved from the registry once and pinned (its first deploy); a pinned one
-  // never asks. A dry run asks no registry: it names the images a deploy would pin first.
+  const services = o.services
+    ?.split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  const filter = {
+    ...(services?.length ? { services } : {}),
+    ...(o.steps ? { steps: parseSteps(o.steps) } : {}),
+  };
+  // An image this deploy needs without a pin is resolved from the registry once and pinned (its first
+  // deploy); a pinned one never asks. A dry run asks no registry: it names the images a deploy would pin.
+  const unpinned = (p: PlanResult): string[] => unpinnedOf(planDeploy(p.effective, all.catalog, filter));
   let planned: PlanResult;
   if (o.dryRun) {
     planned = planOf(all);
-    const fresh = unpinnedImages(planned.plan);
+    const fresh = unpinned(planned);
     if (fresh.length && !o.json) deps.write(formatUnpinned(fresh));
   } else {
-    const pinned = await planPinned(all, { by: PinSource.DEPLOY, save: true });
+    const pinned = await planPinned(all, { by: PinSource.DEPLOY, save: true }, unpinned);
     all = pinned.all;
     planned = pinned.planned;
     if (pinned.changes.length)
@@ -83,14 +92,7 @@ export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps
       );
   }
   const { effective: plan, rendered } = planned;
-  const services = o.services
-    ?.split(',')
-    .map((s) => s.trim())
-    .filter(Boolean);
-  const deployPlan = planDeploy(plan, all.catalog, {
-    ...(services?.length ? { services } : {}),
-    ...(o.steps ? { steps: parseSteps(o.steps) } : {}),
-  });
+  const deployPlan = planDeploy(plan, all.catalog, filter);
 
   const secret = (name: string) => all.secrets?.services.get(name);
   // nodes not yet active are provisioned first (a dry run lists them: their hosts cannot be looked into yet)
@@ -183,6 +185,12 @@ export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps
   } finally {
     await sessions.close();
   }
+}
+
+/** The images a deploy plan pulls (its containers' and its tasks') that have no pin: tag references. */
+export function unpinnedOf(dp: DeployPlan): string[] {
+  const refs = dp.steps.flatMap((st) => st.nodes.flatMap((n) => [...n.containers.map((c) => c.image), ...n.images]));
+  return [...new Set(refs)].filter((r) => !r.includes('@')).sort();
 }
 
 /** What a dry run says of images without a pin. */

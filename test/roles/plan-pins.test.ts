@@ -8,6 +8,7 @@ import { sha256 } from '../../src/core/hash.js';
 import { generateInventoryYaml } from '../../src/inventory/generate.js';
 import { allocate, EMPTY_IPAM } from '../../src/inventory/ipam.js';
 import { parseInventory } from '../../src/inventory/load.js';
+import { unpinnedOf } from '../../src/cli/deploy.js';
 import { unpinnedImages } from '../../src/images/pin.js';
 import { planConverge } from '../../src/orchestrator/converge.js';
 import type { EngineContext } from '../../src/orchestrator/context.js';
@@ -97,6 +98,15 @@ describe('a plan with image pins', () => {
     const taskImages = deploy.steps.flatMap((s) => s.nodes.flatMap((n) => n.images));
     expect(taskImages.length).toBeGreaterThan(0);
     for (const i of taskImages) expect(i).toContain(`@${d}`);
+  });
+
+  it('a deploy pins only what it pulls: the images of its services and of their tasks', () => {
+    const plan = planWith(new Map([[KEYSTONE, digest('a')]])).effective;
+    expect(unpinnedOf(planDeploy(plan, catalog, { services: ['memcached'] }))).toEqual([
+      `${REGISTRY}/stackctl/memcached:zed-1`,
+    ]);
+    expect(unpinnedOf(planDeploy(plan, catalog, { services: ['keystone'] }))).toEqual([]);
+    expect(unpinnedOf(planDeploy(planWith(allPinned(digest('e'))).effective, catalog))).toEqual([]);
   });
 
   it('makes a fresh deploy pull the pinned references, and the pull handler asks Docker for exactly those', async () => {
