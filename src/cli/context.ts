@@ -135,6 +135,8 @@ export interface PinOptions {
   readonly now?: () => Date;
   /** The release the images belong to, named in errors (default: the inventory's). */
   readonly release?: string;
+  /** Deadline of each registry request (default REGISTRY_TIMEOUT_MS). */
+  readonly timeoutMs?: number;
 }
 
 /**
@@ -152,6 +154,7 @@ export async function pinImages(
   const resolved = await resolveDigests(refs, {
     ...registryAccess(all, opts.address),
     ...(opts.fetch ? { fetch: opts.fetch } : {}),
+    ...(opts.timeoutMs ? { timeoutMs: opts.timeoutMs } : {}),
     release: opts.release ?? all.release.name,
   });
   const { state, changes } = withPins(all.pins, resolved, opts.by, (opts.now ?? (() => new Date()))());

@@ -10,6 +10,9 @@ import { out, printIssues, table } from './output.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
 import { withRunLock } from './run-lock.js';
 
+/** How long `plan` waits for each registry answer when it pins images. */
+const PLAN_REGISTRY_TIMEOUT_MS = 3000;
+
 /** `stackctl plan`: node -> role -> services -> containers, addresses, VIPs, steps. */
 export function registerPlan(program: Command): void {
   inventoryOptions(program.command('plan'))
@@ -48,7 +51,8 @@ async function pinWhatIsNew(
   issues: Issue[],
 ): Promise<{ all: Loaded; planned: PlanResult }> {
   try {
-    const r = await planPinned(all, { by: PinSource.PLAN, save: true });
+    // a plan is no deploy: a registry that does not answer soon is reported, not waited for
+    const r = await planPinned(all, { by: PinSource.PLAN, save: true, timeoutMs: PLAN_REGISTRY_TIMEOUT_MS });
     if (r.changes.length) process.stderr.write(formatPinChanges(r.changes));
     return r;
   } catch (e) {

@@ -3,6 +3,7 @@
  * digest (not what the tag names in the registry, which the plan never asks) enters the container
  * hash, and the deploy pulls and creates containers from those references.
  */
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { sha256 } from '../../src/core/hash.js';
 import { generateInventoryYaml } from '../../src/inventory/generate.js';
@@ -19,6 +20,8 @@ import { planDeploy } from '../../src/orchestrator/planner.js';
 import { ContainerAction, containerSpec } from '../../src/orchestrator/state.js';
 import { buildPlan, type PlanResult } from '../../src/roles/plan.js';
 import { catalog, release } from '../helpers/plan.js';
+import { copyInventory, runCli } from '../helpers/cli.js';
+import { pinsFileFor } from '../../src/images/pins.js';
 
 const TEXT = generateInventoryYaml({ name: 'lab', controllers: 1, computes: 1, lab: true }).replace(
   'release: zed }',
@@ -157,5 +160,26 @@ describe('a plan with image pins', () => {
     expect(await pull(action, ctx, run)).toBe(`${action.images.length} pulled, 0 present`);
     expect(pulled).toEqual([...action.images]);
     expect(pulled.every((r) => r.includes(`@${d}`))).toBe(true);
+  });
+});
+
+describe('stackctl plan and image pins', () => {
+  it('a registry that does not answer: the plan is printed with its tags and a warning, no pin written', async () => {
+    const inv = copyInventory('lab.yaml');
+    // nothing listens on port 1 of this machine: refused at once
+    writeFileSync(inv, readFileSync(inv, 'utf8').replace('registry: 192.168.24.1:5000', 'registry: 127.0.0.1:1'));
+    const r = await runCli('plan', '-i', inv);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toMatch(
+      /warning W_IMAGES_UNPINNED: \d+ image\(s\) not pinned: the registry 127\.0\.0\.1:1 does not answer/,
+    );
+    expect(r.stdout).toMatch(/^127\.0\.0\.1:1\/stackctl\/keystone:zed-1\s+not pinned \(deploy pins it\)$/m);
+    expect(existsSync(pinsFileFor(inv))).toBe(false);
+    // the IPAM allocations were saved all the same
+    expect(existsSync(inv.replace(/\.yaml$/, '.ipam.json'))).toBe(true);
+    // --no-save asks no registry: no warning
+    const n = await runCli('plan', '--no-save', '-i', inv);
+    expect(n.code).toBe(0);
+    expect(n.stderr).not.toContain('W_IMAGES_UNPINNED');
   });
 });
