@@ -10,6 +10,7 @@ import { loadAll } from '../../src/cli/context.js';
 import { nodesToProvision, provisionBeforeDeploy, withoutNodes } from '../../src/cli/deploy-nodes.js';
 import type { DeployPlan } from '../../src/orchestrator/planner.js';
 import { targetOf } from '../../src/cli/nodes-provision.js';
+import { nodeFiles } from '../../src/provision/deploy.js';
 import { nodesFileFor } from '../../src/provision/machine.js';
 import { ALL_STATES, NodeState } from '../../src/provision/states.js';
 import { copyInventory } from '../helpers/cli.js';
@@ -151,6 +152,22 @@ describe('targetOf', () => {
     expect(t.networks?.find((n) => n.name === 'external')).toMatchObject({ prefix: 24 });
     expect(t.networks?.find((n) => n.name === 'external')?.vlan).toBeUndefined();
     expect(t.networks?.some((n) => n.name === 'provisioning')).toBe(false);
+  });
+
+  it('lists no registry as insecure, and writes no daemon.json, unless the inventory says the registry is plain HTTP', () => {
+    const all = loadAll({ inventory: copyInventory('lab.yaml') });
+    const inv = all.loaded.inventory;
+    // (validate refuses such an inventory today: the TLS registry is to come; the target already follows the flag)
+    const tls = {
+      ...all,
+      loaded: { ...all.loaded, inventory: { ...inv, cloud: { ...inv.cloud, registry_insecure: false } } },
+    };
+    const t = targetOf(tls, 'ctl-0');
+    expect(t.insecureRegistries).toEqual([]);
+    expect(nodeFiles(t, 'ssh-ed25519 AAAA test').map((f) => f.path)).not.toContain('/etc/docker/daemon.json');
+    expect(nodeFiles(targetOf(all, 'ctl-0'), 'ssh-ed25519 AAAA test').map((f) => f.path)).toContain(
+      '/etc/docker/daemon.json',
+    );
   });
 });
 
