@@ -9,8 +9,8 @@
 # between network namespaces; busybox-static gives their DHCP and TFTP clients), and
 # fdisk, e2fsprogs and grub-pc-bin (the host OS disk image: partition table, ext4 written
 # from a folder, BIOS boot loader), and python3 (runs the lab's fake Nova virt driver in a
-# unit test).
-STACKCTL_PACKAGES=(openipmi ipmitool openssl curl qemu-system-x86 qemu-utils openssh-server openssh-client docker.io busybox-static debootstrap tar dnsmasq-base iproute2 iptables fdisk e2fsprogs grub-pc-bin python3)
+# unit test) with python3-keystoneauth1 (runs the registration program in a unit test).
+STACKCTL_PACKAGES=(openipmi ipmitool openssl curl qemu-system-x86 qemu-utils openssh-server openssh-client docker.io busybox-static debootstrap tar dnsmasq-base iproute2 iptables fdisk e2fsprogs grub-pc-bin python3 python3-keystoneauth1)
 
 # host_setup [EXTRA_PACKAGE...]: install what is missing, then start dockerd if none answers.
 host_setup() {

@@ -4,18 +4,41 @@
 # so that code and data, passwords included, travel on stdin together and never in an argv.
 # Every object is compared first and kept when equal; it prints one JSON line per object.
 import base64, io, json, sys
+import requests
 from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import session as ks_session
 from keystoneauth1.identity import v3
+from urllib3.util.retry import Retry
 
 spec = json.loads(base64.b64decode(SPEC))
 auth = spec["auth"]
+
+# A request that could not connect never reached Keystone: it is tried again, 7 times in all over
+# about a minute (a VIP moving between load balancers, a listener not up yet). One that connected
+# and then failed is not (it may have been carried out). Connecting gets 10 s, an answer 120 s.
+CONNECT_TRIES = int(spec.get("connect_tries", 7))
+CONNECT_TIMEOUT_S = 10
+READ_TIMEOUT_S = 120
+
+
+class BoundedAdapter(requests.adapters.HTTPAdapter):
+    def send(self, request, timeout=None, **kwargs):
+        return super().send(request, timeout=timeout or (CONNECT_TIMEOUT_S, READ_TIMEOUT_S), **kwargs)
+
+
+def http():
+    s = requests.Session()
+    retry = Retry(total=CONNECT_TRIES - 1, connect=CONNECT_TRIES - 1, read=0, status=0, backoff_factor=1,
+                  raise_on_status=False)
+    for scheme in ("http://", "https://"):
+        s.mount(scheme, BoundedAdapter(max_retries=retry))
+    return s
 
 
 def session(user, password, project):
     plugin = v3.Password(auth_url=auth["url"], username=user, password=password, project_name=project,
                          user_domain_id="default", project_domain_id="default")
-    return ks_session.Session(auth=plugin, timeout=60)
+    return ks_session.Session(auth=plugin, session=http())
 
 
 def say(obj, name, action, detail=""):
@@ -29,6 +52,9 @@ def first(items):
 
 admin = session(auth["user"], auth["password"], auth["project"])
 opts = dict(session=admin, interface="internal", region_name=auth["region"])
+# The admin token first: an unreachable Keystone or a wrong password fails here, before any object.
+if any(spec.get(k) for k in ("users", "services", "flavors", "images")):
+    admin.get_token()
 
 if spec.get("users") or spec.get("services"):
     from keystoneclient.v3 import client as keystone_client

@@ -54,6 +54,8 @@ export interface BmcTarget {
   readonly caBundle?: string;
   /** Redfish: skip TLS verification (explicit operator flag; prints a warning). */
   readonly insecure?: boolean;
+  /** Redfish: allow `redfish+http://` to a BMC that is not on loopback (inventory `bmc.insecure_http`). */
+  readonly insecureHttp?: boolean;
 }
 
 /**

@@ -1,118 +1,35 @@
 /**
- * The hosts before the services: `stackctl deploy` first takes every node of
- * the inventory that is not yet active through the node lifecycle (enroll ->
- * inspect -> provision, the workflows of `stackctl nodes`), so that one
- * command goes from powered-off machines to deployed services. Nodes already
- * active are left alone (no BMC is asked anything), and so are the nodes the
- * inventory marks `preprovisioned: true`: hosts installed by others (a
- * container lab's nodes, a site's existing servers) are never PXE-booted.
- *
- * Re-entrant like the node commands: each node carries on from its persisted
- * state; a node caught in the middle of an operation is taken up again only
- * with `--resume`. With `--dry-run`, only the table of what would be done.
+ * `stackctl deploy` brings the hosts up before the services: the nodes not
+ * yet active (and not `preprovisioned: true`) go through enroll -> inspect ->
+ * provision first (src/provision/workflows/before-deploy.ts says which and
+ * does it per node); this file gives deploy its options for them, runs them
+ * in parallel with the command's progress, and prints the table of a dry run.
  */
 import type { Command } from 'commander';
-import { StackctlError, TimeoutError, UsageError, summarizeFailure } from '../core/errors.js';
-import type { Inventory } from '../inventory/schema.js';
+import { resolve } from 'node:path';
+import { summarizeFailure } from '../core/errors.js';
 import type { DeployPlan } from '../orchestrator/planner.js';
 import { AgentResults, DEPLOY_DEFAULTS } from '../provision/deploy.js';
 import { IntrospectionStore, introspectionFileFor, introspectionReportHandler } from '../provision/inspect.js';
 import { NodeStateStore, nodesFileFor } from '../provision/machine.js';
-import { SSH_CHECK_TIMEOUT_MS } from '../provision/provision.js';
-import { NodeState } from '../provision/states.js';
+import {
+  bringUpNode,
+  nodesToProvision,
+  provisionFailed,
+  type PendingNode,
+} from '../provision/workflows/before-deploy.js';
+import { stageBootFiles } from '../provision/workflows/boot.js';
+import { inspectDepsOf } from '../provision/workflows/lifecycle.js';
+import { provisionDeps } from '../provision/workflows/provision-node.js';
 import { openPool } from '../remote/index.js';
-import type { SshPool } from '../remote/ssh.js';
 import type { Loaded } from './context.js';
+import { fanOut, type NodeOutcome } from './fanout.js';
 import { DEFAULT_HOST_IMAGE_DIR } from './images.js';
-import { enrollNode, inspectNode } from './nodes-lifecycle.js';
-import { provisionDeps, provisionNode, stageBootFiles, targetOf } from './nodes-provision.js';
-import { bootNetwork, openSession, runBootServices, type BootOpts } from './nodes-session.js';
+import { bootNetwork, openSession, runBootServices, warnStaleRamdisk, type BootOpts } from './nodes-session.js';
+import { RANGE, secondsOption } from './numbers.js';
+import { hostImageOption } from './options.js';
 import { table } from './output.js';
-import { runWithProgress } from './progress.js';
 import { DEFAULT_RAMDISK_DIR } from './ramdisk.js';
-
-/** What a node still needs before the services can be deployed on it. */
-export const NodePhase = {
-  /** Check its BMC (enroll -> manageable). */
-  ENROLL: 'enroll',
-  /** Boot the ramdisk and store the hardware report (manageable). */
-  INSPECT: 'inspect',
-  /** Clean, write the host image, boot it, prove SSH and Docker (-> active). */
-  PROVISION: 'provision',
-} as const;
-export type NodePhase = (typeof NodePhase)[keyof typeof NodePhase];
-
-const ALL_PHASES: readonly NodePhase[] = [NodePhase.ENROLL, NodePhase.INSPECT, NodePhase.PROVISION];
-const FROM_INSPECT: readonly NodePhase[] = [NodePhase.INSPECT, NodePhase.PROVISION];
-const ONLY_PROVISION: readonly NodePhase[] = [NodePhase.PROVISION];
-
-/**
- * The phases left from each state. `resume` marks the states an interrupted
- * run leaves behind: taken up again only with --resume, as the node
- * commands do. A manageable node that was inspected already skips the
- * inspection (see nodePhases). Undeploying has no row: an undeploy in
- * progress is finished with `nodes undeploy --resume`, never turned into a
- * deploy.
- */
-const PHASES_FROM: Readonly<Partial<Record<NodeState, { phases: readonly NodePhase[]; resume?: true }>>> = {
-  [NodeState.ENROLL]: { phases: ALL_PHASES },
-  [NodeState.VERIFYING]: { phases: ALL_PHASES, resume: true },
-  [NodeState.MANAGEABLE]: { phases: FROM_INSPECT },
-  [NodeState.INSPECTING]: { phases: FROM_INSPECT, resume: true },
-  [NodeState.INSPECT_WAIT]: { phases: FROM_INSPECT, resume: true },
-  [NodeState.INSPECT_FAILED]: { phases: FROM_INSPECT },
-  [NodeState.CLEANING]: { phases: ONLY_PROVISION, resume: true },
-  [NodeState.CLEAN_WAIT]: { phases: ONLY_PROVISION, resume: true },
-  [NodeState.CLEAN_FAILED]: { phases: ONLY_PROVISION },
-  [NodeState.AVAILABLE]: { phases: ONLY_PROVISION },
-  [NodeState.DEPLOYING]: { phases: ONLY_PROVISION, resume: true },
-  [NodeState.DEPLOY_WAIT]: { phases: ONLY_PROVISION, resume: true },
-  [NodeState.DEPLOY_FAILED]: { phases: ONLY_PROVISION },
-  [NodeState.ERROR]: { phases: ONLY_PROVISION },
-};
-
-/** One node deploy must bring to active first. */
-export interface PendingNode {
-  readonly node: string;
-  readonly state: NodeState;
-  readonly phases: readonly NodePhase[];
-}
-
-/**
- * The nodes to provision before the services, with what each still needs;
- * pure. Active and preprovisioned nodes are not listed. Throws for a node
- * that cannot be taken up from its state (undeploying; mid-operation
- * without `resume`).
- */
-export function nodesToProvision(
-  inventory: Pick<Inventory, 'nodes'>,
-  state: (node: string) => NodeState,
-  inspected: (node: string) => boolean,
-  resume: boolean,
-): PendingNode[] {
-  const out: PendingNode[] = [];
-  for (const n of inventory.nodes) {
-    if (n.preprovisioned) continue;
-    const st = state(n.name);
-    if (st === NodeState.ACTIVE) continue;
-    const row = PHASES_FROM[st];
-    if (!row || (row.resume && !resume)) {
-      throw new UsageError(
-        'E_NODE_STATE',
-        `node '${n.name}' is in state '${st}': deploy cannot provision it from there`,
-        {
-          hint: row
-            ? 'An interrupted run left it there: carry on with stackctl deploy --resume.'
-            : `Finish the operation first: stackctl nodes undeploy --node ${n.name} --resume.`,
-          details: { node: n.name, state: st },
-        },
-      );
-    }
-    const phases = st === NodeState.MANAGEABLE && inspected(n.name) ? ONLY_PROVISION : row.phases;
-    out.push({ node: n.name, state: st, phases });
-  }
-  return out;
-}
 
 /** The plan without the work of some nodes (a dry run cannot look into hosts not installed yet). */
 export function withoutNodes(plan: DeployPlan, nodes: readonly string[]): DeployPlan {
@@ -131,21 +48,24 @@ export function withoutNodes(plan: DeployPlan, nodes: readonly string[]): Deploy
 /** Options `stackctl deploy` takes for the nodes it provisions. */
 export interface DeployNodesOpts {
   ramdisk?: string;
-  image?: string;
+  hostImage?: string;
   interface?: string;
-  provisionTimeout?: string;
+  /** Seconds. */
+  provisionTimeout?: number;
 }
 
 /** Add the provisioning options to `stackctl deploy`. */
 export function withDeployNodeOptions(cmd: Command): Command {
-  return cmd
-    .option('--ramdisk <dir>', 'nodes to provision: the deploy ramdisk', DEFAULT_RAMDISK_DIR)
-    .option('--image <dir>', 'nodes to provision: the host OS image', DEFAULT_HOST_IMAGE_DIR)
+  cmd.option('--ramdisk <dir>', 'nodes to provision: the deploy ramdisk', DEFAULT_RAMDISK_DIR);
+  return hostImageOption(cmd, 'nodes to provision: the host OS image', DEFAULT_HOST_IMAGE_DIR)
     .option('--interface <name>', 'nodes to provision: provisioning interface for dnsmasq (default: the VM lab bridge)')
-    .option(
-      '--provision-timeout <seconds>',
-      'nodes to provision: longest wait for each boot of a node',
-      String(DEPLOY_DEFAULTS.timeoutMs / 1000),
+    .addOption(
+      secondsOption(
+        '--provision-timeout',
+        'nodes to provision: longest wait for each boot of a node',
+        RANGE.seconds,
+        DEPLOY_DEFAULTS.timeoutMs / 1000,
+      ),
     );
 }
 
@@ -166,9 +86,6 @@ export interface DeployNodesContext {
   /** Draw listr2 progress. */
   readonly tty: boolean;
 }
-
-/** How long a freshly booted node may take until its dockerd answers (TCG VMs: ~30 s, more when loaded). */
-export const DOCKER_READY_TIMEOUT_MS = 300_000;
 
 /**
  * Bring every node that is not active (and not preprovisioned) to active
@@ -217,24 +134,21 @@ async function provisionPending(ctx: DeployNodesContext, pending: readonly Pendi
     ...(opts.releases ? { releases: opts.releases } : {}),
     ...(opts.interface ? { interface: opts.interface } : {}),
     ...(opts.json ? { json: true } : {}),
-    concurrency: String(ctx.concurrency),
-    httpPort: '0',
-    timeout: opts.provisionTimeout ?? String(DEPLOY_DEFAULTS.timeoutMs / 1000),
+    concurrency: ctx.concurrency,
+    httpPort: 0,
+    timeout: opts.provisionTimeout ?? DEPLOY_DEFAULTS.timeoutMs / 1000,
   };
-  const timeoutMs = Number(bootOpts.timeout) * 1000;
-  if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) {
-    throw new UsageError('E_OPTION', `--provision-timeout must be a number of seconds, not '${bootOpts.timeout}'`, {
-      hint: 'For example --provision-timeout 1800.',
-    });
-  }
+  const timeoutMs = bootOpts.timeout * 1000;
   if (!opts.json) {
     ctx.write(`provisioning ${pending.length} node(s) before the services: ${pending.map((p) => p.node).join(', ')}\n`);
   }
   const s = openSession(bootOpts, ctx.tty || Boolean(opts.json));
-  const failures: { node: string; code: string; message: string }[] = [];
+  let outcomes: NodeOutcome[] = [];
   try {
     const net = bootNetwork(s, bootOpts);
-    const staged = stageBootFiles(s, opts);
+    const ramdiskDir = resolve(opts.ramdisk ?? DEFAULT_RAMDISK_DIR);
+    warnStaleRamdisk(ramdiskDir);
+    const staged = stageBootFiles(s, { ramdiskDir, imageDir: resolve(opts.hostImage ?? DEFAULT_HOST_IMAGE_DIR) });
     const results = new AgentResults();
     const introspection = IntrospectionStore.open(introspectionFileFor(s.all.inventoryFile));
     const services = await runBootServices(s, bootOpts, net, staged.files, (r) => {
@@ -243,113 +157,51 @@ async function provisionPending(ctx: DeployNodesContext, pending: readonly Pendi
     });
     const pool = openPool(s.all.inventoryFile);
     const updates = new Map<string, (status: string) => void>();
-    const deps = provisionDeps(s, staged, services, results, timeoutMs, updates);
-    const inspectDeps = {
-      nodes: s.store,
-      introspection,
-      boot: services.server,
-      power: (node: string) => s.driver(node),
-      timeoutMs,
-      pollMs: 1000,
+    const bringUp = {
+      session: s,
+      services,
+      inspect: inspectDepsOf(s, services, introspection, timeoutMs),
+      deploy: provisionDeps(s, staged, services, results, timeoutMs, updates),
+      pool,
+      resume: Boolean(opts.resume),
     };
-    s.emit({ kind: 'command.start', command: 'deploy: provision', nodes: pending.map((p) => p.node) });
     try {
-      await runWithProgress(
-        pending.map((p) => ({
-          title: p.node,
-          run: async (update) => {
-            updates.set(p.node, update);
-            try {
-              const done: string[] = [];
-              if (p.phases.includes(NodePhase.ENROLL)) {
-                update('enroll: checking the BMC');
-                await enrollNode(s, p.node, update);
-                done.push('enrolled');
-              }
-              if (p.phases.includes(NodePhase.INSPECT)) {
-                update('inspect');
-                await inspectNode(s, inspectDeps, services, p.node, update, 'deploy: inspect');
-                done.push('inspected');
-              }
-              update('provision');
-              const target = targetOf(s.all, p.node);
-              const r = await provisionNode(s, deps, target, {
-                resume: Boolean(opts.resume),
-                ssh: { pool, timeoutMs: SSH_CHECK_TIMEOUT_MS },
-              });
-              update('waiting for dockerd');
-              await dockerReady(pool, p.node, target.ip);
-              done.push(r.summary);
-              const line = `${p.node}: ${done.join('; ')}`;
-              if (!ctx.tty && !opts.json) ctx.write(line + '\n');
-              return done.join('; ');
-            } catch (e) {
-              const f = summarizeFailure(e);
-              failures.push({ node: p.node, code: f.code, message: f.message });
-              s.emit({
-                kind: 'node.failed',
-                node: p.node,
-                action: 'deploy: provision',
-                code: f.code,
-                message: f.message,
-              });
-              if (!ctx.tty && !opts.json) ctx.write(`${p.node}: FAILED ${f.code}: ${f.message}\n`);
-              throw e;
-            }
-          },
-        })),
-        ctx.concurrency,
-        ctx.tty && !opts.json,
+      outcomes = await fanOut(
+        {
+          command: 'deploy: provision',
+          outcomes: pending.map((p): NodeOutcome => ({ node: p.node, ok: false })),
+          concurrency: ctx.concurrency,
+          visible: ctx.tty && !opts.json,
+          emit: s.emit,
+        },
+        async (o, update) => {
+          updates.set(o.node, update);
+          try {
+            const done = await bringUpNode(
+              bringUp,
+              pending.find((p) => p.node === o.node)!,
+              update,
+            );
+            if (!ctx.tty && !opts.json) ctx.write(`${o.node}: ${done}\n`);
+            return done;
+          } catch (e) {
+            const f = summarizeFailure(e);
+            if (!ctx.tty && !opts.json) ctx.write(`${o.node}: FAILED ${f.code}: ${f.message}\n`);
+            throw e;
+          }
+        },
       );
     } finally {
-      s.emit({
-        kind: 'command.end',
-        command: 'deploy: provision',
-        ok: pending.length - failures.length,
-        failed: failures.length,
-      });
       await pool.close().catch(() => undefined);
       await services.close();
     }
   } finally {
     await s.close();
   }
+  const failures = outcomes.filter((o) => !o.ok);
   if (failures.length) {
-    throw new StackctlError(
-      'E_DEPLOY_PROVISION',
-      `${failures.length} node(s) could not be provisioned, no service was deployed: ` +
-        failures.map((f) => `${f.node} (${f.code}: ${f.message})`).join('; '),
-      {
-        hint:
-          'See stackctl nodes show NODE for each node and its history; fix the cause and run stackctl deploy again ' +
-          '(each node carries on from its state).',
-        details: { failed: failures.map((f) => f.node) },
-      },
+    throw provisionFailed(
+      failures.map((f) => ({ node: f.node, code: f.error?.code ?? 'E_INTERNAL', message: f.error?.message ?? '' })),
     );
   }
-}
-
-/** Wait until the node's dockerd answers over SSH: the service steps talk to it at once. */
-async function dockerReady(pool: SshPool, node: string, address: string): Promise<void> {
-  const target = { node, host: address, port: 22, user: 'root' };
-  const until = Date.now() + DOCKER_READY_TIMEOUT_MS;
-  let last = '';
-  while (Date.now() < until) {
-    try {
-      const r = await pool.exec(target, ['docker', 'info', '--format', '{{.ServerVersion}}'], { timeoutMs: 60_000 });
-      if (r.code === 0) return;
-      last = r.stderr.trim();
-    } catch (e) {
-      last = summarizeFailure(e).message;
-    }
-    await new Promise((r) => setTimeout(r, 2000));
-  }
-  throw new TimeoutError(
-    'E_DEPLOY_DOCKER',
-    `node '${node}' (${address}) is active but its dockerd did not answer within ${DOCKER_READY_TIMEOUT_MS / 1000} s: ${last}`,
-    {
-      hint: 'Log in and look at `systemctl status docker` and `journalctl -u docker` on the node.',
-      details: { node, address },
-    },
-  );
 }

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { ExitCode, InputError, UsageError, messageOf } from '../core/errors.js';
+import { ExitCode, InputError, messageOf } from '../core/errors.js';
 import { executeDeploy, predict, type DeployReport, type StepRunner } from '../orchestrator/executor.js';
 import { countByClass, FAILURE_CLASSES } from '../orchestrator/failures.js';
 import { formatNodeAction, formatPhases } from '../orchestrator/format.js';
@@ -12,7 +12,8 @@ import type { PlanResult } from '../roles/plan.js';
 import { loadAll, planOf, planPinned } from './context.js';
 import { provisionBeforeDeploy, withDeployNodeOptions, withoutNodes, type DeployNodesOpts } from './deploy-nodes.js';
 import { eventSink, nodeSessions } from './node-sessions.js';
-import { inventoryOptions, type CommonOpts } from './options.js';
+import { RANGE, numberOption, secondsOption } from './numbers.js';
+import { dryRunOption, inventoryOptions, maxFailPercentOption, type CommonOpts } from './options.js';
 import { out, printIssues, table } from './output.js';
 import { runWithProgress } from './progress.js';
 import { withRunLock } from './run-lock.js';
@@ -23,11 +24,21 @@ export interface DeployOpts extends CommonOpts, DeployNodesOpts {
   resume?: boolean;
   services?: string;
   steps?: string;
-  concurrency?: string;
-  failureBudget?: string;
-  taskTimeout?: string;
+  concurrency?: number;
+  /** Percent of a role's nodes. */
+  maxFailPercent?: number;
+  /** Seconds. */
+  taskTimeout?: number;
   json?: boolean;
 }
+
+/** What deploy takes when an option is not given. */
+export const DEPLOY_CLI_DEFAULTS = {
+  concurrency: 8,
+  maxFailPercent: 0,
+  /** Seconds a run-once task may write nothing to its log before it is reported stuck. */
+  taskTimeoutS: 600,
+} as const;
 
 /** Side effects of the command (tests pass their own output sink). */
 export interface DeployCliDeps {
@@ -37,16 +48,6 @@ export interface DeployCliDeps {
 }
 
 const defaultDeps = (): DeployCliDeps => ({ write: out, tty: Boolean(process.stdout.isTTY) });
-
-function positiveInt(text: string, what: string, min: number, max: number): number {
-  const n = Number(text);
-  if (!Number.isInteger(n) || n < min || n > max) {
-    throw new UsageError('E_OPTION', `${what} must be a whole number from ${min} to ${max}, not '${text}'`, {
-      hint: `For example ${what} ${min === 0 ? 0 : 4}.`,
-    });
-  }
-  return n;
-}
 
 /**
  * `stackctl deploy`: converge the nodes to the plan, step by step. Returns
@@ -61,9 +62,9 @@ export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps
       hint: `Run 'stackctl secrets generate -i ${o.inventory}' first: configs cannot be rendered with placeholders.`,
     });
   }
-  const concurrency = positiveInt(o.concurrency ?? '8', '--concurrency', 1, 256);
-  const budget = positiveInt(o.failureBudget ?? '0', '--failure-budget', 0, 100);
-  const taskTimeoutS = positiveInt(o.taskTimeout ?? '600', '--task-timeout', 10, 86_400);
+  const concurrency = o.concurrency ?? DEPLOY_CLI_DEFAULTS.concurrency;
+  const budget = o.maxFailPercent ?? DEPLOY_CLI_DEFAULTS.maxFailPercent;
+  const taskTimeoutS = o.taskTimeout ?? DEPLOY_CLI_DEFAULTS.taskTimeoutS;
   const services = o.services
     ?.split(',')
     .map((s) => s.trim())
@@ -243,20 +244,37 @@ export function formatReport(r: DeployReport): string {
 
 /** `stackctl deploy -i INV [--dry-run] [--resume] [--services a,b] [--steps 1-5] [--concurrency N] [--json]`. */
 export function registerDeploy(program: Command): void {
-  withDeployNodeOptions(inventoryOptions(program.command('deploy')))
-    .description(
-      'provision the nodes not yet active, then deploy the plan onto the nodes in steps 1-5 (re-entrant; --dry-run shows what would change)',
-    )
-    .option('--dry-run', 'show per node and container what would be created, recreated (and why) or left alone')
+  const cmd = withDeployNodeOptions(inventoryOptions(program.command('deploy'))).description(
+    'provision the nodes not yet active, then deploy the plan onto the nodes in steps 1-5 (re-entrant; --dry-run shows what would change)',
+  );
+  dryRunOption(
+    cmd,
+    'show per node and container what would be created, recreated (and why) or left alone, act on nothing',
+  );
+  maxFailPercentOption(
+    cmd,
+    "abort when a role's failed share of nodes exceeds this",
+    DEPLOY_CLI_DEFAULTS.maxFailPercent,
+  );
+  cmd
     .option('--resume', 'continue the last run after a crash, without repeating completed side effects')
     .option('--services <list>', 'only these services, comma separated')
     .option('--steps <range>', 'only these steps, e.g. 1-5, 2, 2,4')
-    .option('--concurrency <n>', 'nodes worked on at once within a step', '8')
-    .option('--failure-budget <percent>', "abort when a role's failed share of nodes exceeds this", '0')
-    .option(
-      '--task-timeout <seconds>',
-      'a run-once task (db sync...) that writes nothing to its log for this long is reported stuck and left running',
-      '600',
+    .addOption(
+      numberOption(
+        '--concurrency <n>',
+        'nodes worked on at once within a step',
+        RANGE.concurrency,
+        DEPLOY_CLI_DEFAULTS.concurrency,
+      ),
+    )
+    .addOption(
+      secondsOption(
+        '--task-timeout',
+        'a run-once task (db sync...) that writes nothing to its log for this long is reported stuck and left running',
+        { min: 10, max: RANGE.seconds.max },
+        DEPLOY_CLI_DEFAULTS.taskTimeoutS,
+      ),
     )
     .option('--json', 'JSON-lines events and report on stdout')
     // a dry run changes nothing: it runs beside a deploy in progress

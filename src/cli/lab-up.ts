@@ -1,20 +1,20 @@
 import type { Command } from 'commander';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { createDriver } from '../bmc/registry.js';
-import { UsageError, messageOf } from '../core/errors.js';
+import { UsageError } from '../core/errors.js';
 import { packageRoot } from '../core/paths.js';
 import { buildImages, formatBuildEvent } from '../images/build.js';
 import { localEngine, type LocalEngine } from '../remote/docker-local.js';
 import { DEFAULT_REGISTRY_ADDRESS, ensureRegistry, REGISTRY_CONTAINER } from '../images/registry.js';
 import { labDown, labStatus, labUp, labPaths, type LabInput } from '../lab/nodes/lab.js';
 import { TOPOLOGIES, labInventoryYaml, topology } from '../lab/nodes/topology.js';
+import { VM_LAB_DEFAULTS } from '../lab/vm/layout.js';
 import { loadAll, type Loaded } from './context.js';
-import { runningBmcs, startBmcs, stopBmcs } from './lab.js';
+import { labPowers, startBmcs, stopBmcs } from './lab.js';
 import { inventoryOf, loadOpts, prepareLabInventory, type LabOpts } from './lab-inventory.js';
 import { VM_REGISTRY_PUSH_ADDRESS, runVmLabDown, runVmLabStatus, runVmLabUp, type VmUpOpts } from './lab-vm.js';
+import { RANGE, numberOption, secondsOption } from './numbers.js';
 import { out, table } from './output.js';
-import { bmcTargets } from './targets.js';
 import { withRunLock } from './run-lock.js';
 
 /** Kinds of lab node: containers (provisioned hosts) and QEMU VMs (bare metal to provision). */
@@ -25,12 +25,13 @@ interface UpOpts extends LabOpts, VmUpOpts {
   /** Default per kind: 10.96 for containers, 10.97 for VMs. */
   prefix?: string;
   /** Default per kind: 6230 for containers, 7230 for VMs. */
-  bmcPort?: string;
+  bmcPort?: number;
   /** Default per kind: 127.0.0.1:5000 for containers, 127.0.0.1:5001 for VMs. */
   registry?: string;
   /** Default per kind: stackctl-registry for containers, stackctl-<name>-registry for VMs. */
   registryContainer?: string;
-  timeout: string;
+  /** Seconds. */
+  timeout: number;
 }
 
 /** Side effects of the lab commands (CONVENTIONS.md 8). */
@@ -83,7 +84,7 @@ export async function runLabUp(o: UpOpts, deps: LabCliDeps = defaultDeps()): Pro
   if (o.kind === 'vm') return runVmLabUp(o, deps);
   topology(o.topology);
   const prefix = o.prefix ?? '10.96';
-  const bmcPort = Number(o.bmcPort ?? '6230');
+  const bmcPort = o.bmcPort ?? 6230;
   const all = prepareLabInventory(o, o.topology, () =>
     labInventoryYaml({ name: o.name, topology: o.topology, prefix16: prefix, bmcPort }),
   );
@@ -122,7 +123,7 @@ export async function runLabUp(o: UpOpts, deps: LabCliDeps = defaultDeps()): Pro
       },
       stopBmcs: async () => void (await stopBmcs(all)),
     },
-    { readyTimeoutS: Number(o.timeout) },
+    { readyTimeoutS: o.timeout },
   );
   out(
     table(
@@ -177,29 +178,11 @@ export async function runLabStatus(o: LabOpts & { json?: boolean }, deps: LabCli
   if (o.kind === 'vm') return runVmLabStatus(o);
   const all = loadAll(loadOpts(o, inventoryOf(o)));
   const rows = await labStatus(labInput(all), deps.engine);
-  const bmcUp = runningBmcs(all) !== undefined;
-  const targets = all.secrets
-    ? bmcTargets(
-        all,
-        rows.map((r) => r.node),
-      )
-    : [];
-  const result = [];
-  for (const r of rows) {
-    let power = 'no BMC running';
-    const t = targets.find((x) => x.node === r.node);
-    if (bmcUp && t) {
-      const d = createDriver(t);
-      try {
-        power = await d.powerState();
-      } catch (e) {
-        power = `error: ${messageOf(e)}`;
-      } finally {
-        await d.close();
-      }
-    }
-    result.push({ ...r, power });
-  }
+  const powers = await labPowers(
+    all,
+    rows.map((r) => r.node),
+  );
+  const result = rows.map((r) => ({ ...r, power: powers.get(r.node)! }));
   if (o.json) out(JSON.stringify(result, null, 2) + '\n');
   else
     out(
@@ -223,16 +206,40 @@ export function registerLabUp(lab: Command): void {
   common(lab.command('up'))
     .description('create the lab: inventory, secrets, networks, node containers or VMs, virtual BMCs (re-entrant)')
     .option('--topology <name>', `topology preset: ${Object.keys(TOPOLOGIES).join(', ')}`, '1ctl-1comp')
-    .option('--nodes <n>', 'vm: N nodes (ctl-0 and N-1 computes) instead of a topology')
+    .addOption(
+      numberOption('--nodes <n>', 'vm: N nodes (ctl-0 and N-1 computes) instead of a topology', {
+        min: 1,
+        max: VM_LAB_DEFAULTS.maxNodes,
+      }),
+    )
     .option('--out <file>', 'where to write the inventory (same as -i)')
     .option(
       '--prefix <a.b>',
       'first two octets of the lab networks (container: a.b.24.0/24 provisioning; vm: a.b.124.0/24); default 10.96, vm 10.97',
     )
-    .option('--bmc-port <port>', 'first virtual BMC port (computes: +100); default 6230, vm 7230')
-    .option('--memory <MiB>', 'vm: guest memory', '1024')
-    .option('--cpus <n>', 'vm: virtual CPUs (the deployed OS needs 2 under TCG)', '2')
-    .option('--disk-gb <GiB>', 'vm: size of each (sparse qcow2) disk', '4')
+    .addOption(
+      numberOption('--bmc-port <port>', 'first virtual BMC port (computes: +100); default 6230, vm 7230', {
+        min: 1,
+        max: 65000,
+      }),
+    )
+    .addOption(numberOption('--memory <MiB>', 'vm: guest memory', { min: 256, max: 8192 }, VM_LAB_DEFAULTS.memoryMiB))
+    .addOption(
+      numberOption(
+        '--cpus <n>',
+        'vm: virtual CPUs (the deployed OS needs 2 under TCG)',
+        { min: 1, max: 4 },
+        VM_LAB_DEFAULTS.cpus,
+      ),
+    )
+    .addOption(
+      numberOption(
+        '--disk-gb <GiB>',
+        'vm: size of each (sparse qcow2) disk',
+        { min: 1, max: 1024 },
+        VM_LAB_DEFAULTS.diskGiB,
+      ),
+    )
     .option(
       '--registry <host:port>',
       `host address the registry is published on (default ${DEFAULT_REGISTRY_ADDRESS}; vm: ${VM_REGISTRY_PUSH_ADDRESS}, and the bridge address for the VMs)`,
@@ -241,7 +248,7 @@ export function registerLabUp(lab: Command): void {
       '--registry-container <name>',
       `registry container name (default ${REGISTRY_CONTAINER}; vm: stackctl-<name>-registry)`,
     )
-    .option('--timeout <seconds>', 'how long to wait for the nodes to answer SSH', '60')
+    .addOption(secondsOption('--timeout', 'how long to wait for the nodes to answer SSH', RANGE.seconds, 60))
     .action((o: UpOpts & { out?: string }) => {
       const opts = { ...o, inventory: o.out ?? o.inventory };
       // the inventory may not exist yet: lab up writes it

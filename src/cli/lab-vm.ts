@@ -1,6 +1,5 @@
 import { existsSync, readFileSync } from 'node:fs';
-import { createDriver } from '../bmc/registry.js';
-import { InputError, UsageError, messageOf } from '../core/errors.js';
+import { InputError } from '../core/errors.js';
 import { PROVISIONING } from '../pxe/dnsmasq.js';
 import { NodeStateStore, nodesFileFor } from '../provision/machine.js';
 import { ensureKeyPair } from '../lab/nodes/keys.js';
@@ -22,36 +21,24 @@ import { buildImages } from '../images/build.js';
 import { ensureRegistry } from '../images/registry.js';
 import type { LocalEngine } from '../remote/docker-local.js';
 import { loadAll, type Loaded } from './context.js';
-import { runningBmcs, startBmcs, stopBmcs } from './lab.js';
+import { labPowers, runningBmcs, startBmcs, stopBmcs } from './lab.js';
 import { inventoryOf, loadOpts, prepareLabInventory, type LabOpts } from './lab-inventory.js';
 import { out, table } from './output.js';
-import { bmcTargets } from './targets.js';
 
 /** Options of `lab up` that only the vm kind reads. */
 export interface VmUpOpts {
   topology: string;
-  nodes?: string;
+  nodes?: number;
   prefix?: string;
-  bmcPort?: string;
-  memory?: string;
-  cpus?: string;
-  diskGb?: string;
+  bmcPort?: number;
+  /** MiB. */
+  memory?: number;
+  cpus?: number;
+  diskGb?: number;
   /** Loopback host:port this machine pushes to (default VM_REGISTRY_PUSH_ADDRESS). */
   registry?: string;
   /** Default stackctl-<name>-registry. */
   registryContainer?: string;
-}
-
-/** A whole number option within bounds, or a UsageError naming it. */
-function intOption(name: string, text: string | undefined, fallback: number, min: number, max: number): number {
-  if (text === undefined) return fallback;
-  const n = /^\d+$/.test(text) ? Number(text) : NaN;
-  if (!Number.isInteger(n) || n < min || n > max) {
-    throw new UsageError('E_OPTION', `${name} must be a whole number from ${min} to ${max}, not '${text}'`, {
-      hint: `For example ${name} ${fallback}.`,
-    });
-  }
-  return n;
 }
 
 /** The VM lab's view of a loaded inventory. */
@@ -122,11 +109,11 @@ export async function runVmLabUp(o: LabOpts & VmUpOpts, deps: { bin: string; eng
   const nodes = o.nodes !== undefined ? checkNodeCount(o.nodes) : undefined;
   if (nodes === undefined) topology(o.topology);
   const sizes: VmSizes = {
-    memoryMiB: intOption('--memory', o.memory, VM_LAB_DEFAULTS.memoryMiB, 256, 8192),
-    cpus: intOption('--cpus', o.cpus, VM_LAB_DEFAULTS.cpus, 1, 4),
-    diskGiB: intOption('--disk-gb', o.diskGb, VM_LAB_DEFAULTS.diskGiB, 1, 1024),
+    memoryMiB: o.memory ?? VM_LAB_DEFAULTS.memoryMiB,
+    cpus: o.cpus ?? VM_LAB_DEFAULTS.cpus,
+    diskGiB: o.diskGb ?? VM_LAB_DEFAULTS.diskGiB,
   };
-  const bmcPort = intOption('--bmc-port', o.bmcPort, VM_LAB_DEFAULTS.bmcPort, 1, 65000);
+  const bmcPort = o.bmcPort ?? VM_LAB_DEFAULTS.bmcPort;
   // before any file is written
   requireRoot('lab up --kind vm');
   requireTools(VM_LAB_TOOLS, 'lab up --kind vm');
@@ -231,29 +218,11 @@ export async function runVmLabStatus(o: LabOpts & { json?: boolean }): Promise<v
   const st = await vmLabStatus(vmLabInput(all), new HostNetwork());
   const bmcs = runningBmcs(all);
   const store = NodeStateStore.open(nodesFileFor(all.inventoryFile));
-  const targets = all.secrets
-    ? bmcTargets(
-        all,
-        st.nodes.map((n) => n.node),
-      )
-    : [];
-  const rows = [];
-  for (const n of st.nodes) {
-    let power = 'no BMC running';
-    const t = targets.find((x) => x.node === n.node);
-    if (bmcs && t) {
-      // the lab's BMCs speak plain HTTP on loopback by design: no warning here
-      const d = createDriver(t, { redfish: { warn: () => undefined } });
-      try {
-        power = await d.powerState();
-      } catch (e) {
-        power = `error: ${messageOf(e)}`;
-      } finally {
-        await d.close();
-      }
-    }
-    rows.push({ ...n, power, state: store.get(n.node).state });
-  }
+  const powers = await labPowers(
+    all,
+    st.nodes.map((n) => n.node),
+  );
+  const rows = st.nodes.map((n) => ({ ...n, power: powers.get(n.node)!, state: store.get(n.node).state }));
   if (o.json) {
     out(
       JSON.stringify({ bridge: st.bridge, bridgeUp: st.bridgeUp, vbmcPid: bmcs?.pid ?? null, nodes: rows }, null, 2) +

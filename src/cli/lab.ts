@@ -3,12 +3,15 @@ import { spawn } from 'node:child_process';
 import { mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { isLoopbackHost, parseBmcAddress } from '../core/bmc-address.js';
-import { IoError, TimeoutError } from '../core/errors.js';
+import { createDriver } from '../bmc/registry.js';
+import { mapLimit } from '../core/concurrency.js';
+import { IoError, TimeoutError, messageOf } from '../core/errors.js';
 import { JsonLinesLog } from '../core/events.js';
 import { exists, writeFileAtomic } from '../core/fs.js';
 import { labMachines } from '../lab/nodes/machines.js';
 import { startFleet } from '../lab/vbmc/fleet.js';
 import { loadAll, type Loaded } from './context.js';
+import { RANGE, secondsOption } from './numbers.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
 import { out, table } from './output.js';
 import { bmcTargets } from './targets.js';
@@ -121,6 +124,29 @@ function alive(pid: number): boolean {
   }
 }
 
+/**
+ * Each node's power through its virtual BMC, all asked at once: 'no BMC
+ * running' when the BMC process is not up (or there are no credentials),
+ * `error: MESSAGE` for a BMC that does not answer.
+ */
+export async function labPowers(all: Loaded, nodes: readonly string[]): Promise<Map<string, string>> {
+  const targets = all.secrets && runningBmcs(all) ? bmcTargets(all, nodes) : [];
+  const powers = await mapLimit(nodes, RANGE.concurrency.max, async (node) => {
+    const t = targets.find((x) => x.node === node);
+    if (!t) return 'no BMC running';
+    // the lab's BMCs speak plain HTTP on loopback by design: no warning here
+    const d = createDriver(t, { redfish: { warn: () => undefined } });
+    try {
+      return await d.powerState();
+    } catch (e) {
+      return `error: ${messageOf(e)}`;
+    } finally {
+      await d.close();
+    }
+  });
+  return new Map(nodes.map((n, i) => [n, powers[i]!]));
+}
+
 /** The inventory's nodes whose BMC is on loopback: those the lab serves. */
 function labNodes(all: Loaded): string[] {
   return all.loaded.inventory.nodes
@@ -177,8 +203,8 @@ export function registerLab(program: Command): Command {
 
   inventoryOptions(bmc.command('start'))
     .description('start the virtual BMCs of every loopback BMC address in the background')
-    .option('--timeout <seconds>', 'how long to wait for them to listen', '20')
-    .action((opts: CommonOpts & { timeout: string }) => withRunLock(opts.inventory, () => startCommand(opts)));
+    .addOption(secondsOption('--timeout', 'how long to wait for them to listen', RANGE.seconds, 20))
+    .action((opts: CommonOpts & { timeout: number }) => withRunLock(opts.inventory, () => startCommand(opts)));
 
   inventoryOptions(bmc.command('stop'))
     .description('stop the virtual BMCs started by `lab bmc start`')
@@ -220,14 +246,14 @@ export function registerLab(program: Command): Command {
 }
 
 /** `lab bmc start`, under the run lock. */
-async function startCommand(opts: CommonOpts & { timeout: string }): Promise<void> {
+async function startCommand(opts: CommonOpts & { timeout: number }): Promise<void> {
   const all = loadAll(opts);
   const {
     state: st,
     already,
     logFile,
   } = await startBmcs(all, {
-    timeoutS: Number(opts.timeout),
+    timeoutS: opts.timeout,
     roles: opts.roles,
     releases: opts.releases,
   });

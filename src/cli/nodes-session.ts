@@ -1,56 +1,45 @@
 /**
- * What the node lifecycle commands share: the session (inventory, node
- * states, events, one BMC driver per node), the per-node runner with
- * progress and the outcome table, and the boot services of a run.
+ * What the node lifecycle commands share on the command line: the session
+ * (src/provision/workflows/session.ts, opened on the loaded inventory with
+ * the events going to its log and to stderr), the per-node run with the
+ * outcome table, the boot options and the boot services of a run.
  */
 import type { Command } from 'commander';
-import { existsSync, readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
-import type { BmcDriver, BmcTarget } from '../bmc/driver.js';
-import { IpmiTransport } from '../bmc/ipmi/transport.js';
-import { createDriver } from '../bmc/registry.js';
-import { ExitCode, UsageError, summarizeFailure, type ExitCode as Exit } from '../core/errors.js';
-import { JsonLinesLog, formatEvent, type EventSink, type StackctlEvent } from '../core/events.js';
-import { sha256 } from '../core/hash.js';
-import { RAMDISK_FILES, defaultRamdiskSourceDir } from '../images/ramdisk.js';
+import { resolve } from 'node:path';
+import { UsageError } from '../core/errors.js';
+import { JsonLinesLog, formatEvent, type StackctlEvent } from '../core/events.js';
 import { requireTools } from '../lab/vm/host.js';
 import { vmLabBootNetwork } from '../lab/vm/lab.js';
-import { NodeStateStore, nodesFileFor } from '../provision/machine.js';
+import { staleRamdiskFiles, startRunBootServices, type BootFiles } from '../provision/workflows/boot.js';
+import { openNodeSession, type NodeSession, type Site } from '../provision/workflows/session.js';
 import type { AgentReport } from '../pxe/http.js';
-import { LAB_KERNEL_ARGS, startBootServices, type BootServices } from '../pxe/services.js';
+import type { BootServices } from '../pxe/services.js';
 import { loadAll, type Loaded } from './context.js';
-import { inventoryOptions, type CommonOpts } from './options.js';
-import { out, table } from './output.js';
-import { runWithProgress } from './progress.js';
-import { bmcTargets, type SelectOptions } from './targets.js';
+import { fanOut, reportOutcomes, resultCell, type NodeOutcome } from './fanout.js';
 import { eventsFileFor } from './node-sessions.js';
+import { RANGE, numberOption, secondsOption } from './numbers.js';
+import type { CommonOpts } from './options.js';
+import { bmcTargets, type SelectOptions } from './targets.js';
 
-export type LifecycleOpts = CommonOpts & SelectOptions & { json?: boolean; concurrency: string };
+export type LifecycleOpts = CommonOpts & SelectOptions & { json?: boolean; concurrency: number };
 
 /** One node's outcome in a lifecycle command. */
-export interface Outcome {
-  node: string;
-  ok: boolean;
+export interface Outcome extends NodeOutcome {
   state: string;
-  result?: string;
-  ms?: number;
-  error?: { code: string; message: string; hint?: string };
-  exit?: Exit;
   /** Figures for --json (phases, bytes served, ...). */
   details?: Record<string, unknown>;
 }
 
-/** What every lifecycle command opens: inventory, node states, events, BMC drivers. */
-export interface Session {
+/** A node session on the loaded inventory the command also reads (selection, secrets). */
+export interface Session extends NodeSession {
   readonly all: Loaded;
-  readonly store: NodeStateStore;
-  readonly emit: (e: StackctlEvent) => void;
-  readonly events: EventSink;
-  /** The node's BMC driver, one per node for the whole command. */
-  driver(node: string): BmcDriver;
-  close(): Promise<void>;
 }
 
+/**
+ * Load the inventory and open a node session on it: every event goes to
+ * `<inventory>.events.jsonl`, and to stderr when neither progress nor --json
+ * shows it (nor `quiet`).
+ */
 export function openSession(opts: LifecycleOpts, quiet: boolean): Session {
   const all = loadAll(opts);
   const log = new JsonLinesLog(eventsFileFor(all.inventoryFile));
@@ -59,38 +48,25 @@ export function openSession(opts: LifecycleOpts, quiet: boolean): Session {
     log.emit(e);
     if (!tty && !opts.json && !quiet) process.stderr.write(formatEvent(e) + '\n');
   };
-  const events: EventSink = { emit };
-  const store = NodeStateStore.open(nodesFileFor(all.inventoryFile), { events });
-  const transport = new IpmiTransport();
-  const drivers = new Map<string, BmcDriver>();
-  let targets: Map<string, BmcTarget> | undefined;
+  return { ...openNodeSession(siteOf(all), { emit, targets: () => bmcTargets(all, selectable(all)) }), all };
+}
+
+/** What the node workflows read of a loaded inventory. */
+export function siteOf(all: Loaded): Site {
   return {
-    all,
-    store,
-    emit,
-    events,
-    driver(node) {
-      let d = drivers.get(node);
-      if (!d) {
-        targets ??= new Map(bmcTargets(all, selectable(all)).map((t) => [t.node, t]));
-        // the lab's BMCs speak plain HTTP on loopback by design; the warning is for real sites
-        d = createDriver(targets.get(node)!, { ipmiTransport: transport, redfish: { warn: () => undefined } });
-        drivers.set(node, d);
-      }
-      return d;
-    },
-    async close() {
-      await Promise.allSettled([...drivers.values()].map((d) => d.close()));
-      await transport.close();
-    },
+    inventoryFile: all.inventoryFile,
+    inventory: all.loaded.inventory,
+    addresses: all.allocation.addresses,
+    registry: all.loaded.inventory.cloud.registry ?? all.release.registry,
   };
 }
 
 export const selectable = (all: Loaded): string[] => all.loaded.inventory.nodes.map((n) => n.name);
 
 /**
- * Run `work` for each node under the concurrency limit with progress, then
- * print the outcome table (or JSON) and set the exit status from the failures.
+ * Run `work` for each node under the concurrency limit with progress
+ * (src/cli/fanout.ts), then print the outcome table (or JSON) and set the
+ * exit status from the failures.
  */
 export async function eachLifecycle(
   s: Session,
@@ -99,72 +75,27 @@ export async function eachLifecycle(
   names: readonly string[],
   work: (node: string, update: (status: string) => void, outcome: Outcome) => Promise<string>,
 ): Promise<Outcome[]> {
-  s.emit({ kind: 'command.start', command, nodes: names });
-  const outcomes: Outcome[] = names.map((node) => ({ node, ok: false, state: s.store.get(node).state }));
-  const tty = Boolean(process.stderr.isTTY) && !opts.json;
-  await runWithProgress(
-    names.map((node, i) => ({
-      title: node,
-      run: async (update) => {
-        const o = outcomes[i]!;
-        const t0 = Date.now();
-        try {
-          o.result = await work(node, update, o);
-          o.ok = true;
-          return o.result;
-        } catch (e) {
-          const { exit, ...error } = summarizeFailure(e);
-          o.error = error;
-          o.exit = exit;
-          s.emit({ kind: 'node.failed', node, action: command, code: error.code, message: error.message });
-          throw e;
-        } finally {
-          o.ms = Date.now() - t0;
-          o.state = s.store.get(node).state;
-        }
-      },
-    })),
-    Number(opts.concurrency) || 4,
-    tty,
+  const outcomes = await fanOut(
+    {
+      command,
+      outcomes: names.map((node): Outcome => ({ node, ok: false, state: s.store.get(node).state })),
+      concurrency: opts.concurrency,
+      visible: Boolean(process.stderr.isTTY) && !opts.json,
+      emit: s.emit,
+      settle: (o) => void (o.state = s.store.get(o.node).state),
+    },
+    (o, update) => work(o.node, update, o),
   );
-  const failed = outcomes.filter((o) => !o.ok);
-  s.emit({ kind: 'command.end', command, ok: outcomes.length - failed.length, failed: failed.length });
-  if (opts.json) {
-    out(
-      JSON.stringify(
-        outcomes.map(({ exit: _exit, ...o }) => o),
-        null,
-        2,
-      ) + '\n',
-    );
-  } else {
-    out(
-      table(
-        ['NODE', 'STATE', 'TIME', 'RESULT'],
-        outcomes.map((o) => [
-          o.node,
-          o.state,
-          `${((o.ms ?? 0) / 1000).toFixed(1)} s`,
-          o.ok ? o.result! : `FAILED ${o.error!.code}: ${o.error!.message}`,
-        ]),
-      ),
-    );
-    for (const o of failed) if (o.error?.hint) process.stderr.write(`${o.node}: hint: ${o.error.hint}\n`);
-  }
-  if (failed.length) {
-    const codes = new Set(failed.map((o) => o.exit));
-    process.exitCode = codes.size === 1 ? [...codes][0]! : ExitCode.REMOTE;
-  }
+  reportOutcomes(outcomes, {
+    ...(opts.json ? { json: true } : {}),
+    columns: [
+      ['NODE', (o) => o.node],
+      ['STATE', (o) => o.state],
+      ['TIME', (o) => `${((o.ms ?? 0) / 1000).toFixed(1)} s`],
+      ['RESULT', resultCell],
+    ],
+  });
   return outcomes;
-}
-
-export function withSelection(cmd: Command, concurrency: string): Command {
-  return inventoryOptions(cmd)
-    .option('--node <name...>', 'these nodes (repeatable)')
-    .option('--role <role>', 'every node of this role')
-    .option('--all', 'every node of the inventory')
-    .option('--concurrency <n>', 'nodes handled at once', concurrency)
-    .option('--json', 'results as JSON on stdout');
 }
 
 /** Options of the commands that boot nodes from the network. */
@@ -172,9 +103,10 @@ export type BootOpts = LifecycleOpts & {
   interface?: string;
   ipv6Prefix?: string;
   serverAddress?: string;
-  httpPort: string;
+  httpPort: number;
   tftpRoot?: string;
-  timeout: string;
+  /** Seconds. */
+  timeout: number;
   kernelArg?: string[];
 };
 
@@ -187,27 +119,12 @@ export function withBootOptions(cmd: Command, timeoutS: number): Command {
       'ULA /64 prefix on the interface, for router advertisements (default: the lab one)',
     )
     .option('--server-address <ip>', "this machine's address on provisioning (default: the network's gateway)")
-    .option('--http-port <port>', 'port of the HTTP boot server (0: any free port)', '0')
+    .addOption(
+      numberOption('--http-port <port>', 'port of the HTTP boot server (0: any free port)', RANGE.listenPort, 0),
+    )
     .option('--tftp-root <dir>', 'folder with undionly.kpxe/ipxe.efi (default: /usr/lib/ipxe when present)')
     .option('--kernel-arg <arg...>', 'ramdisk kernel arguments (default: console=ttyS0,115200 quiet loglevel=3)')
-    .option('--timeout <seconds>', 'longest wait for each node', String(timeoutS));
-}
-
-/** Check --timeout and --http-port; resolves to the timeout in ms and the port. */
-export function bootNumbers(opts: BootOpts): { timeoutMs: number; port: number } {
-  const timeoutS = Number(opts.timeout);
-  if (!Number.isFinite(timeoutS) || timeoutS <= 0) {
-    throw new UsageError('E_OPTION', `--timeout must be a number of seconds, not '${opts.timeout}'`, {
-      hint: 'For example --timeout 600.',
-    });
-  }
-  const port = Number(opts.httpPort);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) {
-    throw new UsageError('E_OPTION', `--http-port must be a port number, not '${opts.httpPort}'`, {
-      hint: '0 picks a free port.',
-    });
-  }
-  return { timeoutMs: timeoutS * 1000, port };
+    .addOption(secondsOption('--timeout', 'longest wait for each node', RANGE.seconds, timeoutS));
 }
 
 /** The provisioning interface and ULA of the run: the options, else the VM lab's bridge. */
@@ -223,34 +140,27 @@ export function bootNetwork(s: Session, opts: BootOpts): { iface: string; ipv6Pr
   return { iface, ipv6Prefix: opts.ipv6Prefix ?? lab?.ipv6Prefix };
 }
 
-/** Folder of the run's dnsmasq files and boot files: `<inventory>.pxe/`. */
-export const pxeDirOf = (s: Session): string => s.all.inventoryFile.replace(/\.ya?ml$/, '') + '.pxe';
-
-/** Start the boot server and dnsmasq for a run; the caller closes them. */
+/** Start the boot server and dnsmasq for a run (and say where they listen); the caller closes them. */
 export async function runBootServices(
   s: Session,
   opts: BootOpts,
   net: { iface: string; ipv6Prefix: string | undefined },
-  files: { dir: string; kernel: string; initrd: string },
+  files: BootFiles,
   onReport: (r: AgentReport) => void,
 ): Promise<BootServices> {
-  const { port } = bootNumbers(opts);
-  const services = await startBootServices({
-    inventory: s.all.loaded.inventory,
-    addresses: s.all.allocation.addresses,
-    interface: net.iface,
-    ...(opts.serverAddress ? { serverAddress: opts.serverAddress } : {}),
-    httpPort: port,
-    ...(net.ipv6Prefix ? { ipv6Prefix: net.ipv6Prefix } : {}),
-    runDir: pxeDirOf(s),
-    ...(opts.tftpRoot ? { tftpRoot: resolve(opts.tftpRoot) } : {}),
-    filesDir: files.dir,
-    kernel: files.kernel,
-    initrd: files.initrd,
-    kernelArgs: opts.kernelArg?.length ? opts.kernelArg : LAB_KERNEL_ARGS,
+  const services = await startRunBootServices(
+    s,
+    {
+      iface: net.iface,
+      ipv6Prefix: net.ipv6Prefix,
+      serverAddress: opts.serverAddress,
+      httpPort: opts.httpPort,
+      tftpRoot: opts.tftpRoot ? resolve(opts.tftpRoot) : undefined,
+      kernelArgs: opts.kernelArg,
+    },
+    files,
     onReport,
-    events: s.events,
-  });
+  );
   if (!opts.json) {
     process.stderr.write(
       `boot services: ${services.server.url} on ${net.iface}, dnsmasq pid ${services.dnsmasq.pid}\n`,
@@ -259,28 +169,7 @@ export async function runBootServices(
   return services;
 }
 
-/**
- * The agent files a ramdisk was built from differ from those stackctl ships:
- * the nodes would run an older agent. Resolves to the names that differ
- * (cheap: hashes of a few small files, no apt query).
- */
-export function staleRamdiskFiles(ramdiskDir: string, sourceDir = defaultRamdiskSourceDir()): string[] {
-  let built: Record<string, string> = {};
-  try {
-    const m = JSON.parse(readFileSync(join(ramdiskDir, 'ramdisk.json'), 'utf8')) as {
-      inputs?: { files?: Record<string, string> };
-    };
-    built = m.inputs?.files ?? {};
-  } catch {
-    return [];
-  }
-  return Object.keys(RAMDISK_FILES).filter((name) => {
-    const f = join(sourceDir, name);
-    return existsSync(f) && built[name] !== sha256(readFileSync(f, 'utf8'));
-  });
-}
-
-/** Warn on stderr when the ramdisk is older than the agent files (see staleRamdiskFiles). */
+/** Warn on stderr when the ramdisk is older than the agent files (src/provision/workflows/boot.ts staleRamdiskFiles). */
 export function warnStaleRamdisk(ramdiskDir: string): void {
   const stale = staleRamdiskFiles(ramdiskDir);
   if (stale.length) {

@@ -1,13 +1,12 @@
 import type { Command } from 'commander';
-import { ExitCode, UsageError, summarizeFailure, type ExitCode as Exit } from '../core/errors.js';
+import { UsageError } from '../core/errors.js';
 import { JsonLinesLog, formatEvent, type StackctlEvent } from '../core/events.js';
 import type { BmcDriver, BootDevice } from '../bmc/driver.js';
 import { IpmiTransport } from '../bmc/ipmi/transport.js';
 import { createDriver } from '../bmc/registry.js';
 import { loadAll } from './context.js';
-import { inventoryOptions, type CommonOpts } from './options.js';
-import { out, table } from './output.js';
-import { runWithProgress } from './progress.js';
+import { selectionOptions, type CommonOpts } from './options.js';
+import { fanOut, reportOutcomes, resultCell, type NodeOutcome } from './fanout.js';
 import { bmcTargets, selectNodes, type SelectOptions } from './targets.js';
 import { registerLifecycle } from './nodes-lifecycle.js';
 import { registerProvision } from './nodes-provision.js';
@@ -24,30 +23,19 @@ const POWER_ACTIONS: Readonly<Record<string, (d: BmcDriver) => Promise<string>>>
   cycle: async (d) => (await d.powerCycle(), d.powerState()),
 };
 
-type NodeOpts = CommonOpts & SelectOptions & { json?: boolean; concurrency: string };
+type NodeOpts = CommonOpts & SelectOptions & { json?: boolean; concurrency: number };
 
-interface NodeResult {
-  node: string;
-  address: string;
-  ok: boolean;
-  result?: string;
-  error?: { code: string; message: string; hint?: string };
-  exit?: Exit;
+/** One node's line: its BMC address besides the outcome. */
+interface NodeResult extends NodeOutcome {
+  readonly address: string;
 }
 
-function withSelection(cmd: Command): Command {
-  return inventoryOptions(cmd)
-    .option('--node <name...>', 'these nodes (repeatable)')
-    .option('--role <role>', 'every node of this role')
-    .option('--all', 'every node of the inventory')
-    .option('--concurrency <n>', 'BMCs handled at once', '32')
-    .option('--json', 'results as JSON on stdout');
-}
+const withSelection = (cmd: Command): Command => selectionOptions(cmd, 32, 'BMCs handled at once');
 
 /**
- * Run one BMC operation on every selected node: in parallel under a limit,
- * each failure reported and the others carried on. Events go to
- * `<inventory>.events.jsonl`; progress to the terminal.
+ * Run one BMC operation on every selected node (src/cli/fanout.ts): in
+ * parallel under a limit, each failure reported and the others carried on.
+ * Events go to `<inventory>.events.jsonl`; progress to the terminal.
  */
 async function eachNode(
   opts: NodeOpts,
@@ -64,16 +52,23 @@ async function eachNode(
     log.emit(e);
     if (!tty && !opts.json) process.stderr.write(formatEvent(e) + '\n');
   };
-  emit({ kind: 'command.start', command, nodes: names });
   const transport = new IpmiTransport();
   const warned = new Set<string>();
   const results: NodeResult[] = targets.map((t) => ({ node: t.node, address: t.address, ok: false }));
   try {
-    await runWithProgress(
-      targets.map((target, i) => ({
-        title: `${target.node} (${target.address})`,
-        run: async () => {
-          const driver = createDriver(target, {
+    await fanOut(
+      {
+        command,
+        outcomes: results,
+        concurrency: opts.concurrency,
+        visible: tty,
+        emit,
+        title: (r) => `${r.node} (${r.address})`,
+      },
+      async (r) => {
+        const driver = createDriver(
+          targets.find((t) => t.node === r.node)!,
+          {
             ipmiTransport: transport,
             redfish: {
               warn: (line) => {
@@ -81,60 +76,29 @@ async function eachNode(
                 warned.add(line);
               },
             },
-          });
-          const r = results[i]!;
-          try {
-            driver.validate();
-            r.result = await op(driver);
-            r.ok = true;
-            emit(event(target.node, r.result));
-            return r.result;
-          } catch (e) {
-            const { exit, ...error } = summarizeFailure(e);
-            r.error = error;
-            r.exit = exit;
-            emit({
-              kind: 'node.failed',
-              node: target.node,
-              action: command,
-              code: r.error.code,
-              message: r.error.message,
-            });
-            throw e;
-          } finally {
-            await driver.close().catch(() => undefined);
-          }
-        },
-      })),
-      Number(opts.concurrency) || 32,
-      tty,
+          },
+        );
+        try {
+          driver.validate();
+          const result = await op(driver);
+          emit(event(r.node, result));
+          return result;
+        } finally {
+          await driver.close().catch(() => undefined);
+        }
+      },
     );
   } finally {
     await transport.close();
   }
-  const failed = results.filter((r) => !r.ok);
-  emit({ kind: 'command.end', command, ok: results.length - failed.length, failed: failed.length });
-  if (opts.json)
-    out(
-      JSON.stringify(
-        results.map(({ exit: _exit, ...r }) => r),
-        null,
-        2,
-      ) + '\n',
-    );
-  else {
-    out(
-      table(
-        ['NODE', 'BMC', 'RESULT'],
-        results.map((r) => [r.node, r.address, r.ok ? r.result! : `FAILED ${r.error!.code}: ${r.error!.message}`]),
-      ),
-    );
-    for (const r of failed) if (r.error?.hint) process.stderr.write(`${r.node}: hint: ${r.error.hint}\n`);
-  }
-  if (failed.length) {
-    const codes = new Set(failed.map((r) => r.exit));
-    process.exitCode = codes.size === 1 ? [...codes][0]! : ExitCode.REMOTE;
-  }
+  reportOutcomes(results, {
+    ...(opts.json ? { json: true } : {}),
+    columns: [
+      ['NODE', (r) => r.node],
+      ['BMC', (r) => r.address],
+      ['RESULT', resultCell],
+    ],
+  });
 }
 
 /** `stackctl nodes power|bootdev|validate|trust` (BMC operations), `enroll|inspect|provision|undeploy|list|show` (lifecycle). */

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
-import { UsageError } from '../core/errors.js';
 import { dnsmasqPaths, dnsmasqSettingsFromInventory, renderDnsmasq } from '../pxe/dnsmasq.js';
 import { loadAll } from './context.js';
+import { RANGE, numberOption } from './numbers.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
 import { out } from './output.js';
 
@@ -9,7 +9,7 @@ type PxeConfigOpts = CommonOpts & {
   interface: string;
   runDir: string;
   tftpRoot: string;
-  httpPort: string;
+  httpPort: number;
   serverAddress?: string;
   discovery?: boolean;
   ipv6Prefix?: string;
@@ -23,17 +23,12 @@ export function registerPxe(program: Command): void {
     .option('--interface <name>', 'provisioning interface dnsmasq binds to', 'br-prov')
     .option('--run-dir <dir>', 'folder of the generated files, pid, log and leases', '/run/stackctl/pxe')
     .option('--tftp-root <dir>', 'folder holding undionly.kpxe and ipxe.efi', '/usr/lib/ipxe')
-    .option('--http-port <port>', 'port of the HTTP boot server', '8080')
+    .addOption(numberOption('--http-port <port>', 'port of the HTTP boot server', RANGE.port, 8080))
     .option('--server-address <ip>', "deploy host's address on provisioning (default: the network's gateway)")
     .option('--discovery', 'also give unknown MACs an address from networks.provisioning.dhcp_range')
     .option('--ipv6-prefix <prefix>', 'ULA /64 prefix on the interface, for router advertisements (e.g. fd99::)')
     .action((opts: PxeConfigOpts) => {
-      const port = Number(opts.httpPort);
-      if (!Number.isInteger(port) || port < 1 || port > 65535) {
-        throw new UsageError('E_OPTION', `--http-port must be a port number, not '${opts.httpPort}'`, {
-          hint: 'Give the port the HTTP boot server listens on, e.g. 8080.',
-        });
-      }
+      const port = opts.httpPort;
       const all = loadAll(opts);
       const settings = dnsmasqSettingsFromInventory(all.loaded.inventory, all.allocation.addresses, {
         interface: opts.interface,

@@ -85,9 +85,12 @@ export async function withRunLock<T>(
   if (!o.creates) regularFile(inventoryFile);
   const lockFile = lockFileFor(inventoryFile);
   const lock = (o.lock ?? ((file, label) => new FileRunLock(file, label)))(lockFile, inventory);
-  const grant = await lock.acquire(safeCommandLine(commandArgs ?? process.argv.slice(2)));
 
+  // The handlers are in place before the lock file is made: a signal that comes as soon as the file
+  // exists finds them (without one, Node would end the process at once and leave the file behind).
+  let held = false;
   const releaseAtExit = (): void => {
+    if (!held) return;
     try {
       lock.releaseSync?.();
     } catch {
@@ -104,6 +107,8 @@ export async function withRunLock<T>(
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
   try {
+    const grant = await lock.acquire(safeCommandLine(commandArgs ?? process.argv.slice(2)));
+    held = true;
     if (grant.takenOver) {
       const { holder, reason } = grant.takenOver;
       const event: StackctlEvent = { kind: 'lock.taken-over', lock: lockFile, ...holder, reason };
@@ -121,6 +126,6 @@ export async function withRunLock<T>(
     process.off('exit', releaseAtExit);
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
-    await lock.release();
+    if (held) await lock.release();
   }
 }

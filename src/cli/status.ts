@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { InputError, UsageError } from '../core/errors.js';
+import { InputError } from '../core/errors.js';
 import { IDENTITY_ADMIN_PASSWORD, planDeploy } from '../orchestrator/planner.js';
 import { openPool, remoteFor, type Remote } from '../remote/index.js';
 import { adminCredentials } from '../roles/credentials.js';
@@ -8,6 +8,7 @@ import { formatStatus } from '../status/format.js';
 import type { StatusReport } from '../status/model.js';
 import { checkTags } from '../images/pin.js';
 import { loadAll, planOf, registryAccess } from './context.js';
+import { RANGE, numberOption, secondsOption } from './numbers.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
 import { out, printIssues } from './output.js';
 
@@ -15,8 +16,9 @@ import { out, printIssues } from './output.js';
 export interface StatusOpts extends CommonOpts {
   json?: boolean;
   services?: string;
-  concurrency?: string;
-  timeout?: string;
+  concurrency?: number;
+  /** Seconds. */
+  timeout?: number;
 }
 
 /** Side effects of the command (tests pass their own output sink). */
@@ -26,16 +28,6 @@ export interface StatusCliDeps {
 
 /** Longest SSH connect + login: an unreachable node must not hold the others' report for long. */
 const CONNECT_TIMEOUT_MS = 10_000;
-
-function wholeNumber(text: string, what: string, min: number, max: number): number {
-  const n = Number(text);
-  if (!Number.isInteger(n) || n < min || n > max) {
-    throw new UsageError('E_OPTION', `${what} must be a whole number from ${min} to ${max}, not '${text}'`, {
-      hint: `For example ${what} ${min}.`,
-    });
-  }
-  return n;
-}
 
 /**
  * `stackctl status`: each node's planned containers (state, health, image,
@@ -50,8 +42,8 @@ export async function runStatus(o: StatusOpts, deps: StatusCliDeps = { write: ou
       hint: 'The config hashes a deploy compares are those of the real secrets; give --secrets FILE.',
     });
   }
-  const concurrency = wholeNumber(o.concurrency ?? String(STATUS_DEFAULTS.concurrency), '--concurrency', 1, 256);
-  const timeoutS = wholeNumber(o.timeout ?? String(STATUS_DEFAULTS.timeoutMs / 1000), '--timeout', 5, 3600);
+  const concurrency = o.concurrency ?? STATUS_DEFAULTS.concurrency;
+  const timeoutS = o.timeout ?? STATUS_DEFAULTS.timeoutMs / 1000;
   const { effective: plan } = planOf(all);
   const services = o.services
     ? o.services
@@ -109,7 +101,16 @@ export function registerStatus(program: Command): void {
     )
     .option('--json', 'the report as one JSON document (docs/cli.md gives its shape)')
     .option('--services <list>', 'only these services, comma separated (default: every service of the plan)')
-    .option('--concurrency <n>', 'nodes queried at once', String(STATUS_DEFAULTS.concurrency))
-    .option('--timeout <seconds>', "deadline of each node's queries and of each cluster command", '60')
+    .addOption(
+      numberOption('--concurrency <n>', 'nodes queried at once', RANGE.concurrency, STATUS_DEFAULTS.concurrency),
+    )
+    .addOption(
+      secondsOption(
+        '--timeout',
+        "deadline of each node's queries and of each cluster command",
+        { min: 5, max: 3600 },
+        STATUS_DEFAULTS.timeoutMs / 1000,
+      ),
+    )
     .action(async (o: StatusOpts) => void (await runStatus(o)));
 }

@@ -62,6 +62,7 @@ export function bmcTargets(all: Loaded, names: readonly string[]): BmcTarget[] {
       username: cred.username,
       password: cred.password,
       ...(node.bmc.ca_bundle ? { caBundle: node.bmc.ca_bundle } : {}),
+      ...(node.bmc.insecure_http ? { insecureHttp: true } : {}),
     };
   });
 }

@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
-import { IoError, RemoteError, UsageError } from '../core/errors.js';
+import { IoError, RemoteError } from '../core/errors.js';
 import { exists, writeFileAtomic } from '../core/fs.js';
 import { adminCredentials } from '../roles/credentials.js';
 import { listFlavorsAndImages, type CloudDeps } from '../tempest/cloud.js';
@@ -10,7 +10,8 @@ import { chooseResources, renderTempestConf, resolveResource } from '../tempest/
 import { formatSummary, parseTrace, summarize, type RunSummary } from '../tempest/results.js';
 import { EXCLUDED, excludeListFile, SMOKE_REGEX } from '../tempest/selection.js';
 import { loadAll, planOf } from './context.js';
-import { inventoryOptions, type CommonOpts } from './options.js';
+import { RANGE, numberOption } from './numbers.js';
+import { inventoryOptions, osInterfaceOption, type CommonOpts, type OsInterface } from './options.js';
 import { out, printIssues } from './output.js';
 
 /** Options of `stackctl tempest config`. */
@@ -18,16 +19,20 @@ export interface TempestConfigOpts extends CommonOpts {
   output?: string;
   flavor?: string;
   image?: string;
-  interface?: string;
+  /** The Keystone endpoint interface Tempest uses (default public). */
+  osInterface?: OsInterface;
 }
 
 /** Options of `stackctl tempest run`. */
 export interface TempestRunOpts {
   workspace: string;
   regex?: string;
-  concurrency?: string;
+  concurrency?: number;
   tempest?: string;
 }
+
+/** Parallel Tempest workers by default: the lab machine has 2 cores. */
+const TEMPEST_CONCURRENCY = 2;
 
 /** The default workspace: `<inventory>.tempest/` next to the inventory. */
 export function defaultWorkspace(inventoryFile: string): string {
@@ -52,9 +57,7 @@ export async function runTempestConfig(
     throw new IoError('E_NO_ADMIN_PASSWORD', `the secrets file ${all.secretsFile} holds no keystone_admin_password`, {
       hint: "Run 'stackctl secrets generate' first (and deploy the cloud with it).",
     });
-  const iface = o.interface ?? 'public';
-  if (iface !== 'public' && iface !== 'internal')
-    throw new UsageError('E_OPTION', `--interface must be public or internal, not '${iface}'`);
+  const iface = o.osInterface ?? 'public';
   const { plan } = planOf(all);
   const region = all.loaded.inventory.cloud.region ?? 'RegionOne';
   const creds = adminCredentials(plan, password, { iface, region });
@@ -142,9 +145,7 @@ export async function runTempest(
     throw new IoError('E_TEMPEST_WORKSPACE', `${conf} does not exist`, {
       hint: "Make the workspace first: 'stackctl tempest config -i INVENTORY -o " + o.workspace + "'.",
     });
-  const concurrency = o.concurrency ?? '2';
-  if (!/^[1-9]\d*$/.test(concurrency))
-    throw new UsageError('E_OPTION', `--concurrency must be a whole number above 0, not '${concurrency}'`);
+  const concurrency = String(o.concurrency ?? TEMPEST_CONCURRENCY);
   const args = ['run', '--config-file', conf, '--regex', o.regex ?? SMOKE_REGEX, '--concurrency', concurrency];
   const exclude = join(workspace, 'etc', 'exclude.txt');
   if (EXCLUDED.length) args.push('--exclude-list', exclude);
@@ -170,7 +171,7 @@ export async function runTempest(
 /** `stackctl tempest config|run`. */
 export function registerTempest(program: Command): void {
   const tempest = program.command('tempest').description('Tempest, the OpenStack test suite, against the cloud');
-  inventoryOptions(tempest.command('config'))
+  const config = inventoryOptions(tempest.command('config'))
     .description(
       'write a Tempest workspace (etc/tempest.conf, mode 0600) for the cloud; refuses a flavour or image the cloud lacks',
     )
@@ -179,17 +180,16 @@ export function registerTempest(program: Command): void {
       '--flavor <name>',
       "flavour the compute tests boot (default: the inventory's first cloud.resources flavour)",
     )
-    .option('--image <name>', "image the compute tests boot (default: the inventory's first cloud.resources image)")
-    .option('--interface <name>', 'endpoint interface Tempest uses: public or internal', 'public')
-    .action(async (opts: TempestConfigOpts) => {
-      await runTempestConfig(opts);
-    });
+    .option('--image <name>', "image the compute tests boot (default: the inventory's first cloud.resources image)");
+  osInterfaceOption(config, 'Tempest').action(async (opts: TempestConfigOpts) => {
+    await runTempestConfig(opts);
+  });
   tempest
     .command('run')
     .description('run the identity, compute and image smoke tests in a workspace; print counts and skips')
     .requiredOption('-w, --workspace <dir>', "workspace made by 'stackctl tempest config'")
     .option('--regex <re>', 'test selection regex instead of the smoke selection')
-    .option('--concurrency <n>', 'parallel test workers', '2')
+    .addOption(numberOption('--concurrency <n>', 'parallel test workers', RANGE.concurrency, TEMPEST_CONCURRENCY))
     .option('--tempest <command>', 'the tempest command', 'tempest')
     .action(async (opts: TempestRunOpts) => {
       await runTempest({ ...opts, workspace: opts.workspace }, { echo: (t) => process.stderr.write(t) });

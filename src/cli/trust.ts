@@ -7,10 +7,8 @@
  * error showing both fingerprints and that flag. Also creates stackctl's SSH
  * key `<inventory>.ssh/id_ed25519` when it is missing.
  */
-import { createInterface } from 'node:readline/promises';
 import type { Command } from 'commander';
-import pLimit from 'p-limit';
-import { ExitCode, RemoteError, UsageError, summarizeFailure, type ExitCode as Exit } from '../core/errors.js';
+import { RemoteError, UsageError } from '../core/errors.js';
 import {
   DEFAULT_SSH_USER,
   HostKeyVerdict,
@@ -24,8 +22,11 @@ import {
   type PublicKey,
   type SshTarget,
 } from '../remote/index.js';
+import { askTerminal, onTerminal, type ConfirmDeps } from './confirm.js';
 import { loadAll } from './context.js';
+import { fanOut, setFailureExit, type NodeOutcome } from './fanout.js';
 import { withRunLock } from './run-lock.js';
+import { RANGE, numberOption, secondsOption } from './numbers.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
 import { out, table } from './output.js';
 import { selectNodes, type SelectOptions } from './targets.js';
@@ -47,8 +48,7 @@ export const TrustStatus = {
 export type TrustStatus = (typeof TrustStatus)[keyof typeof TrustStatus];
 
 /** One node's line of the result. */
-interface TrustResult {
-  node: string;
+interface TrustResult extends NodeOutcome {
   address: string;
   port: number;
   status: TrustStatus;
@@ -57,8 +57,8 @@ interface TrustResult {
   /** Fingerprints recorded before, when the key changed. */
   previous?: string[];
   recorded: boolean;
-  error?: { code: string; message: string; hint?: string };
-  exit?: Exit;
+  /** The key the node offered (not printed). */
+  offered?: PublicKey;
 }
 
 type TrustOpts = CommonOpts &
@@ -66,48 +66,26 @@ type TrustOpts = CommonOpts &
     yes?: boolean;
     replaceChangedKey?: string[];
     json?: boolean;
-    sshPort: string;
+    sshPort: number;
     sshUser: string;
-    timeout: string;
-    concurrency: string;
+    /** Seconds. */
+    timeout: number;
+    concurrency: number;
   };
 
 /** Side effects of the command, injectable for tests (CONVENTIONS.md 8). */
-export interface TrustDeps {
+export interface TrustDeps extends ConfirmDeps {
   /** Reads a host's key without logging in. */
   readonly fetchHostKey?: (t: SshTarget, o: { timeoutMs: number }) => Promise<PublicKey>;
-  /** Asks the operator; only called on a terminal. */
-  readonly confirm?: (question: string) => Promise<boolean>;
-  /** Whether stdin and stderr are a terminal. */
-  readonly interactive?: () => boolean;
   /** Where messages for the operator go. */
   readonly err?: (text: string) => void;
-}
-
-async function askTerminal(question: string): Promise<boolean> {
-  const rl = createInterface({ input: process.stdin, output: process.stderr });
-  try {
-    return /^y(es)?$/i.test((await rl.question(question)).trim());
-  } finally {
-    rl.close();
-  }
-}
-
-function positiveInt(value: string, flag: string, max = 65535): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1 || n > max) {
-    throw new UsageError('E_USAGE', `${flag} must be a whole number from 1 to ${max}, not '${value}'`, {
-      hint: `For example ${flag} 22.`,
-    });
-  }
-  return n;
 }
 
 /** Add `trust` to the `nodes` command group. */
 export function registerTrust(nodes: Command, deps: TrustDeps = {}): void {
   const fetchKey = deps.fetchHostKey ?? ((t, o) => defaultFetchHostKey(t, o));
   const confirm = deps.confirm ?? askTerminal;
-  const interactive = deps.interactive ?? (() => Boolean(process.stdin.isTTY && process.stderr.isTTY));
+  const interactive = deps.interactive ?? onTerminal;
   const say = deps.err ?? ((text: string) => void process.stderr.write(text));
   inventoryOptions(nodes.command('trust'))
     .description(
@@ -121,16 +99,16 @@ export function registerTrust(nodes: Command, deps: TrustDeps = {}): void {
       '--replace-changed-key <name...>',
       "replace this node's recorded key by the one it offers now (repeatable; compare the new fingerprint with the node's console first)",
     )
-    .option('--ssh-port <port>', 'SSH port of the nodes', '22')
+    .addOption(numberOption('--ssh-port <port>', 'SSH port of the nodes', RANGE.port, 22))
     .option('--ssh-user <user>', 'SSH user (for messages; no login happens)', DEFAULT_SSH_USER)
-    .option('--timeout <ms>', 'connect timeout per node', '10000')
-    .option('--concurrency <n>', 'nodes asked at once', '32')
+    .addOption(secondsOption('--timeout', 'connect timeout per node', { min: 1, max: 600 }, 10))
+    .addOption(numberOption('--concurrency <n>', 'nodes asked at once', RANGE.concurrency, 32))
     .option('--json', 'results as JSON on stdout')
     // the key is always shown; recording it (and creating stackctl's SSH key) writes state: under the run lock
     .action((opts: TrustOpts) =>
       withRunLock(opts.inventory, async () => {
-        const port = positiveInt(opts.sshPort, '--ssh-port');
-        const timeoutMs = positiveInt(opts.timeout, '--timeout', 600_000);
+        const port = opts.sshPort;
+        const timeoutMs = opts.timeout * 1000;
         const all = loadAll(opts);
         const names = selectNodes(all, opts);
         const replace = new Set(opts.replaceChangedKey ?? []);
@@ -149,50 +127,49 @@ export function registerTrust(nodes: Command, deps: TrustDeps = {}): void {
             `created stackctl's SSH key ${files.privateKeyFile} (mode 0600); add ${files.privateKeyFile}.pub to ~${opts.sshUser}/.ssh/authorized_keys on every node\n`,
           );
         }
-        const limit = pLimit(positiveInt(opts.concurrency, '--concurrency', 1024));
-        const results = await Promise.all(
-          names.map((name) =>
-            limit(async (): Promise<TrustResult> => {
-              const address = all.allocation.addresses.get(name)?.[SSH_NETWORK] ?? '';
-              const r: TrustResult = { node: name, address, port, status: TrustStatus.FAILED, recorded: false };
-              try {
-                if (!address) {
-                  throw new RemoteError('E_NO_SSH_ADDRESS', `${name} has no ${SSH_NETWORK} address`, {
-                    hint: `Give the node a NIC on the ${SSH_NETWORK} network; stackctl reaches nodes by SSH there.`,
-                  });
-                }
-                const offered = await fetchKey({ node: name, host: address, port, user: opts.sshUser }, { timeoutMs });
-                const before = recordedKeys(files.knownHostsFile, address, port);
-                r.keyType = offered.type;
-                r.fingerprint = offered.fingerprint;
-                if (before.some((k) => k.blob.equals(offered.blob))) r.status = TrustStatus.KNOWN;
-                else if (before.length) {
-                  r.status = TrustStatus.CHANGED;
-                  r.previous = before.map((k) => k.fingerprint);
-                  if (!replace.has(name)) {
-                    // shown, never recorded: the error carries both fingerprints and the one flag that replaces it
-                    const { exit, ...error } = summarizeFailure(
-                      hostKeyError(
-                        { verdict: HostKeyVerdict.CHANGED, offered, recorded: before },
-                        name,
-                        address,
-                        port,
-                        opts.inventory,
-                      ),
-                    );
-                    r.error = error;
-                    r.exit = exit;
-                  }
-                } else r.status = TrustStatus.NEW;
-                return Object.assign(r, { offered });
-              } catch (e) {
-                const { exit, ...error } = summarizeFailure(e);
-                r.error = error;
-                r.exit = exit;
-                return r;
+        // every node is asked (a failure is its row); nothing is recorded before all are shown
+        const results = await fanOut(
+          {
+            command: 'trust',
+            outcomes: names.map((name): TrustResult => ({
+              node: name,
+              ok: false,
+              address: all.allocation.addresses.get(name)?.[SSH_NETWORK] ?? '',
+              port,
+              status: TrustStatus.FAILED,
+              recorded: false,
+            })),
+            concurrency: opts.concurrency,
+            visible: false,
+          },
+          async (r) => {
+            if (!r.address) {
+              throw new RemoteError('E_NO_SSH_ADDRESS', `${r.node} has no ${SSH_NETWORK} address`, {
+                hint: `Give the node a NIC on the ${SSH_NETWORK} network; stackctl reaches nodes by SSH there.`,
+              });
+            }
+            const offered = await fetchKey({ node: r.node, host: r.address, port, user: opts.sshUser }, { timeoutMs });
+            const before = recordedKeys(files.knownHostsFile, r.address, port);
+            r.keyType = offered.type;
+            r.fingerprint = offered.fingerprint;
+            r.offered = offered;
+            if (before.some((k) => k.blob.equals(offered.blob))) r.status = TrustStatus.KNOWN;
+            else if (before.length) {
+              r.status = TrustStatus.CHANGED;
+              r.previous = before.map((k) => k.fingerprint);
+              // shown, never recorded: the error carries both fingerprints and the one flag that replaces it
+              if (!replace.has(r.node)) {
+                throw hostKeyError(
+                  { verdict: HostKeyVerdict.CHANGED, offered, recorded: before },
+                  r.node,
+                  r.address,
+                  port,
+                  opts.inventory,
+                );
               }
-            }),
-          ),
+            } else r.status = TrustStatus.NEW;
+            return r.status;
+          },
         );
 
         const pending = results.filter((r) => r.status === TrustStatus.NEW);
@@ -228,12 +205,7 @@ export function registerTrust(nodes: Command, deps: TrustDeps = {}): void {
         }
         // named one by one on the command line: that is the operator's word for each of them
         for (const r of replacing) {
-          recordHostKey(
-            files.knownHostsFile,
-            r.address,
-            port,
-            (r as TrustResult & { offered: PublicKey }).offered.blob,
-          );
+          recordHostKey(files.knownHostsFile, r.address, port, r.offered!.blob);
           r.recorded = true;
           say(
             `${r.node}: replaced host key ${r.previous!.join(', ')} by ${r.fingerprint} in ${files.knownHostsFile}\n`,
@@ -245,12 +217,7 @@ export function registerTrust(nodes: Command, deps: TrustDeps = {}): void {
         }
         if (pending.length && accept) {
           for (const r of pending) {
-            recordHostKey(
-              files.knownHostsFile,
-              r.address,
-              port,
-              (r as TrustResult & { offered: PublicKey }).offered.blob,
-            );
+            recordHostKey(files.knownHostsFile, r.address, port, r.offered!.blob);
             r.recorded = true;
           }
           say(`recorded ${pending.length} host key(s) in ${files.knownHostsFile}\n`);
@@ -262,20 +229,14 @@ export function registerTrust(nodes: Command, deps: TrustDeps = {}): void {
         if (opts.json) {
           out(
             JSON.stringify(
-              results.map(({ exit: _exit, ...r }) => {
-                const { offered: _offered, ...rest } = r as TrustResult & { offered?: PublicKey };
-                return rest;
-              }),
+              // the rows as they always were: no outcome bookkeeping, no key blob
+              results.map(({ exit: _exit, offered: _offered, ok: _ok, result: _result, ms: _ms, ...rest }) => rest),
               null,
               2,
             ) + '\n',
           );
         }
-        const failed = results.filter((r) => r.exit !== undefined);
-        if (failed.length) {
-          const codes = new Set(failed.map((r) => r.exit));
-          process.exitCode = codes.size === 1 ? [...codes][0]! : ExitCode.REMOTE;
-        }
+        setFailureExit(results);
       }),
     );
 }

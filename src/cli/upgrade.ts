@@ -17,8 +17,7 @@ import { IDENTITY_ADMIN_PASSWORD, planDeploy, type ContainerWork, type DeployPla
 import { adminCredentials } from '../roles/credentials.js';
 import { loadRelease } from '../roles/release.js';
 import { clusterCheck } from '../status/clusters.js';
-import { clientContainers } from '../status/openstack.js';
-import { cloudClient } from '../upgrade/cloud.js';
+import { clientContainers, cloudClient } from '../status/openstack-client.js';
 import type { UpgradeContext } from '../upgrade/context.js';
 import { formatUpgradePlan, upgradePlanToJson } from '../upgrade/format.js';
 import { checkImagesPresent } from '../upgrade/images.js';
@@ -33,7 +32,8 @@ import { runUpgrade as runSteps } from '../upgrade/run.js';
 import { hookHandler } from '../upgrade/run-hooks.js';
 import { loadAll, pinImages, planOf, type Loaded } from './context.js';
 import { eventSink, nodeSessions } from './node-sessions.js';
-import { inventoryOptions, type CommonOpts } from './options.js';
+import { RANGE, numberOption, secondsOption } from './numbers.js';
+import { choiceOption, dryRunOption, inventoryOptions, maxFailPercentOption, type CommonOpts } from './options.js';
 import { out, printIssues } from './output.js';
 import { runWithProgress } from './progress.js';
 import { withRunLock } from './run-lock.js';
@@ -43,29 +43,22 @@ export { formatUpgradeReport } from '../upgrade/report.js';
 /** Options of `stackctl upgrade`. */
 export interface UpgradeOpts extends CommonOpts {
   to: string;
-  batch?: string;
+  batch?: number;
   pauseAt?: string;
-  maxFailPercent?: string;
+  maxFailPercent?: number;
   canary?: boolean;
   fastForward?: boolean;
-  plan?: boolean;
+  dryRun?: boolean;
   resume?: boolean;
   continue?: boolean;
   json?: boolean;
   checkImages?: string | boolean;
-  taskTimeout?: string;
+  /** Seconds. */
+  taskTimeout?: number;
 }
 
-function wholeNumber(text: string | undefined, what: string): number | undefined {
-  if (text === undefined) return undefined;
-  const n = Number(text);
-  if (!/^\d+$/.test(text) || !Number.isSafeInteger(n)) {
-    throw new UsageError('E_OPTION', `${what} must be a whole number, not '${text}'`, {
-      hint: `For example ${what} 2.`,
-    });
-  }
-  return n;
-}
+/** Seconds a migration or check may write nothing to its log before it is reported stuck. */
+const TASK_TIMEOUT_S = 600;
 
 /** Exit statuses of a run (docs/upgrade.md); usage, input and file errors keep theirs (2, 3, 4). */
 export const UPGRADE_EXIT = {
@@ -94,8 +87,8 @@ function planOptions(o: UpgradeOpts, previous: UpgradePlan['options'] | undefine
       hint: 'For example --pause-at migration.',
     });
   }
-  const batch = wholeNumber(o.batch, '--batch') ?? (typeof previous?.batch === 'number' ? previous.batch : undefined);
-  const maxFailPercent = wholeNumber(o.maxFailPercent, '--max-fail-percent') ?? previous?.maxFailPercent;
+  const batch = o.batch ?? (typeof previous?.batch === 'number' ? previous.batch : undefined);
+  const maxFailPercent = o.maxFailPercent ?? previous?.maxFailPercent;
   const canary = o.canary ?? previous?.canary;
   const fastForward = o.fastForward ?? previous?.fastForward;
   return {
@@ -119,7 +112,7 @@ export function targetInventory(all: Loaded, plan: UpgradePlan): Loaded['loaded'
 }
 
 /**
- * `stackctl upgrade --to TARGET`: with --plan print the phases and act on
+ * `stackctl upgrade --to TARGET`: with --dry-run print the phases and act on
  * nothing; otherwise run them (or go on with the open run: --resume,
  * --continue). Returns the run's report; sets process.exitCode.
  */
@@ -132,7 +125,7 @@ export async function runUpgrade(
   const target = loadRelease(o.releases ? resolve(o.releases) : defaultReleasesDir(), o.to);
   const mode: RunMode = o.continue ? RunMode.CONTINUE : o.resume ? RunMode.RESUME : RunMode.NEW;
   const journalFile = journalFileFor(all.inventoryFile);
-  let open: Replay | undefined = o.plan ? undefined : JournalFile.last(journalFile);
+  let open: Replay | undefined = o.dryRun ? undefined : JournalFile.last(journalFile);
   if (open && closeFinished(open, all, journalFile, deps, o)) {
     if (mode !== RunMode.NEW) return undefined;
     open = JournalFile.last(journalFile);
@@ -140,9 +133,9 @@ export async function runUpgrade(
   const openUpgrade = open?.command === 'upgrade' && open.run && !open.ended ? open : undefined;
   const continuing =
     mode !== RunMode.NEW && openUpgrade ? (openUpgrade.options as UpgradePlan['options'] | undefined) : undefined;
-  if (!o.plan && all.secrets && (mode === RunMode.NEW) === !openUpgrade) {
+  if (!o.dryRun && all.secrets && (mode === RunMode.NEW) === !openUpgrade) {
     // A run that goes on pins the images of both releases that have no pin yet (as a first deploy does),
-    // so that the two plans compare digests; --plan asks no registry and shows unpinned images by tag.
+    // so that the two plans compare digests; --dry-run asks no registry and shows unpinned images by tag.
     // (A refused run pins nothing: the journal and secrets checks below answer it first.)
     const fresh = [planOf(all).plan, planOf({ ...all, release: target }).plan].flatMap(unpinnedImages);
     const pinned = await pinImages(all, [...new Set(fresh)], {
@@ -179,7 +172,7 @@ export async function runUpgrade(
         options: planOptions(o, continuing),
       })
     : draft;
-  if (o.plan) {
+  if (o.dryRun) {
     if (o.checkImages !== undefined && o.checkImages !== false) {
       const images = plan.phases.flatMap((p) =>
         p.steps.flatMap((s) => s.actions.flatMap((a) => (a.kind === 'check-images' ? a.images : []))),
@@ -221,7 +214,7 @@ export async function runUpgrade(
     }
   }
 
-  const quietTimeoutMs = (wholeNumber(o.taskTimeout, '--task-timeout') ?? 600) * 1000;
+  const quietTimeoutMs = (o.taskTimeout ?? TASK_TIMEOUT_S) * 1000;
   const sessions = nodeSessions(all);
   const connect = sessions.connect;
   const visible = deps.tty && !o.json;
@@ -314,26 +307,48 @@ function closeFinished(open: Replay, all: Loaded, journalFile: string, deps: Upg
 
 /** Register `stackctl upgrade`. */
 export function registerUpgrade(program: Command): void {
-  inventoryOptions(program.command('upgrade'))
+  const cmd = inventoryOptions(program.command('upgrade'))
     .description('upgrade the cloud to a release manifest: an update (new tags) or a newer OpenStack release')
-    .requiredOption('--to <release>', 'target release manifest (images/releases/<release>.yaml)')
-    .option('--plan', 'print the phases and act on nothing')
-    .option('--batch <n>', "computes upgraded at once (default: the role's update_serial)")
-    .option('--pause-at <point>', `stop and wait for --continue: ${Object.values(PauseAt).join(', ')} (default never)`)
-    .option('--max-fail-percent <p>', 'failure budget of the compute batches, percent of their nodes (default 0)')
+    .requiredOption('--to <release>', 'target release manifest (images/releases/<release>.yaml)');
+  dryRunOption(cmd, 'print the phases and act on nothing');
+  maxFailPercentOption(
+    cmd,
+    "failure budget of the compute batches, percent of their nodes (not given: the open run's, else 0)",
+  );
+  cmd
+    .addOption(
+      numberOption('--batch <n>', "computes upgraded at once (default: the role's update_serial)", {
+        min: 1,
+        max: 10_000,
+      }),
+    )
+    .addOption(
+      choiceOption(
+        '--pause-at <point>',
+        "stop there and wait for --continue (not given: the open run's, else never)",
+        Object.values(PauseAt),
+      ),
+    )
     .option('--canary', 'upgrade one compute first, then pause')
     .option('--fast-forward', "a target that skips releases: each API down for its window, computes inside Nova's")
-    .option('--check-images [registry]', "with --plan: ask the registry (default: the plan's) for every target image")
+    .option(
+      '--check-images [registry]',
+      "with --dry-run: ask the registry (default: the plan's) for every target image",
+    )
     .option('--resume', 'go on with the open run after a failure or a crash (actions done are not done again)')
     .option('--continue', 'go on with the open run past the pause it stopped at')
-    .option(
-      '--task-timeout <seconds>',
-      'a migration or check that writes nothing to its log for this long is reported stuck and left running (default 600)',
+    .addOption(
+      secondsOption(
+        '--task-timeout',
+        'a migration or check that writes nothing to its log for this long is reported stuck and left running',
+        { min: 10, max: RANGE.seconds.max },
+        TASK_TIMEOUT_S,
+      ),
     )
     .option('--json', 'stable JSON for tools')
-    // --plan acts on nothing: it runs beside a run in progress
+    // a dry run acts on nothing: it runs beside a run in progress
     .action(
       async (opts: UpgradeOpts) =>
-        void (await (opts.plan ? runUpgrade(opts) : withRunLock(opts.inventory, () => runUpgrade(opts)))),
+        void (await (opts.dryRun ? runUpgrade(opts) : withRunLock(opts.inventory, () => runUpgrade(opts)))),
     );
 }

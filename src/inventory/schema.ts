@@ -56,10 +56,17 @@ export const BmcSchema = Type.Object(
     address: Type.String({
       minLength: 1,
       description:
-        'ipmi://host[:port], redfish+https://host[:port]/redfish/v1/Systems/ID or redfish+http://… (lab only)',
+        'ipmi://host[:port], redfish+https://host[:port]/redfish/v1/Systems/ID or redfish+http://… ' +
+        '(loopback, or with insecure_http: true)',
     }),
     credentials: { ...Name, description: 'name of a credentials entry in the secrets file (bmc.<name>)' },
     ca_bundle: Type.Optional(Type.String({ minLength: 1, description: 'Redfish: PEM CA bundle path for TLS checks' })),
+    insecure_http: Type.Optional(
+      Type.Boolean({
+        description:
+          'Redfish: true allows redfish+http:// to a BMC off loopback (credentials cross the network in clear text)',
+      }),
+    ),
   },
   { ...strict, description: "the node's baseboard management controller" },
 );

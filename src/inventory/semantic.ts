@@ -168,11 +168,28 @@ export function checkInventory(
         );
       } else bmcs.set(addr.canonical, { node: node.name, index: i });
       if (addr.scheme === 'redfish+http' && !isLoopbackHost(addr.host)) {
+        if (node.bmc.insecure_http) {
+          warn(
+            'W_BMC_PLAINTEXT',
+            `node '${node.name}' reaches its BMC over plain HTTP (insecure_http: true)`,
+            'redfish+http sends credentials in clear text; use redfish+https outside the lab.',
+            [...base, 'bmc', 'address'],
+          );
+        } else {
+          err(
+            'E_BMC_PLAIN_HTTP',
+            `node '${node.name}' would send its BMC credentials in clear text to ${addr.host} (redfish+http)`,
+            'Use redfish+https. If this BMC truly has no HTTPS, add insecure_http: true to its bmc entry; ' +
+              'anyone on the path can then read the BMC password.',
+            [...base, 'bmc', 'address'],
+          );
+        }
+      } else if (node.bmc.insecure_http) {
         warn(
-          'W_BMC_PLAINTEXT',
-          `node '${node.name}' reaches its BMC over plain HTTP`,
-          'redfish+http sends credentials in clear text; use redfish+https outside the lab.',
-          [...base, 'bmc', 'address'],
+          'W_BMC_INSECURE_HTTP_UNUSED',
+          `node '${node.name}' has insecure_http: true, which only matters for redfish+http off loopback`,
+          'Remove insecure_http from this bmc entry.',
+          [...base, 'bmc', 'insecure_http'],
         );
       }
     } catch (e) {

@@ -1,7 +1,7 @@
 /**
  * Printing the engine's actions and plans: one formatter and one journal
  * subject per action kind (a new kind fails to compile until it has both).
- * `deploy --dry-run` and `upgrade --plan` print phases the same way.
+ * `deploy --dry-run` and `upgrade --dry-run` print phases the same way.
  */
 import type { Subjects } from './engine.js';
 import type { AnyAction, Availability, NodeAction, Phase } from './model.js';

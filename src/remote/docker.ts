@@ -33,6 +33,36 @@ export const DockerTransport = {
 } as const;
 export type DockerTransport = (typeof DockerTransport)[keyof typeof DockerTransport];
 
+/**
+ * Deadlines of Docker API calls; each can be overridden per engine (`DockerTimeouts`). A call past its
+ * deadline is aborted (its channel closed, so nothing is left waiting on a silent dockerd) and fails with
+ * a TimeoutError naming the engine, the call and the object.
+ */
+export const DOCKER_DEFAULTS = {
+  /** version, ps, inspect, image inspect/exists, logs: answered from dockerd's memory and disk (ms). */
+  readMs: 30_000,
+  /** create: writes the container's configuration and prepares its file system (ms). */
+  createMs: 60_000,
+  /** start: namespaces, mounts, network; not the container's own process coming up (ms). */
+  startMs: 60_000,
+  /** Stop grace (TERM, then KILL) when the caller gives none: Docker's own default (s). */
+  stopTimeoutS: 10,
+  /** stop: on top of the stop grace, for the kill and the clean-up (ms). */
+  stopMarginMs: 30_000,
+  /** rm (a forced one kills first), volume rm (ms). */
+  removeMs: 60_000,
+  /**
+   * pull: no byte from dockerd for this long fails the pull, however long the whole pull takes. dockerd
+   * reports progress several times a second while a layer downloads or extracts (ms).
+   */
+  pullStallMs: 120_000,
+  /** exec: create, run and inspect, when the caller gives no deadline (ms). */
+  execMs: 600_000,
+} as const;
+
+/** Per-engine overrides of DOCKER_DEFAULTS (tests use short ones). */
+export type DockerTimeouts = Partial<Record<keyof typeof DOCKER_DEFAULTS, number>>;
+
 /** HTTP status codes of the Docker API that carry a meaning for us. */
 const DOCKER_STATUS = {
   /** Start of a running / stop of a stopped container: nothing to do. */
@@ -255,14 +285,29 @@ class StreamAgent extends http.Agent {
   // no-op left one listener behind per reuse.
 }
 
-/** http calls a few net.Socket methods on its sockets; an SSH channel needs them as no-ops. */
+/**
+ * http calls a few net.Socket methods on its sockets; an SSH channel needs them as no-ops. And a
+ * channel is always read: at the end of an answer that does not keep its connection (dockerd's
+ * logs and exec answers), sshd closes the channel and http, done with it, stops reading and waits
+ * for its 'close' to give the agent's slot back. A channel whose end nobody reads never closes:
+ * after a few such answers at once, every slot was held and each later call to that node waited
+ * for ever. The extra reader only keeps the channel flowing (http still gets every byte, and its
+ * pause() still holds the flow back).
+ */
 function withSocketMethods(s: Duplex): Duplex {
   const sock = s as Duplex & Record<string, unknown>;
   for (const m of ['setTimeout', 'setNoDelay', 'setKeepAlive', 'ref', 'unref']) {
     if (typeof sock[m] !== 'function') sock[m] = () => sock;
   }
+  if (!drained.has(s)) {
+    drained.add(s);
+    s.on('data', () => undefined);
+  }
   return s;
 }
+
+/** The channels that already have their extra reader. */
+const drained = new WeakSet<Duplex>();
 
 /** How long an idle Docker API channel is kept for reuse. */
 export const DOCKER_IDLE_CHANNEL_MS = 20_000;
@@ -281,11 +326,56 @@ export function isDeadChannel(err: unknown): boolean {
 
 /** The dockerode-backed engine; build it with `remoteEngine` or `localEngine`. */
 class DockerEngine implements ContainerEngine {
+  readonly #t: Record<keyof typeof DOCKER_DEFAULTS, number>;
   constructor(
     readonly where: string,
     private readonly docker: Docker,
     private readonly onClose: () => void,
-  ) {}
+    timeouts: DockerTimeouts = {},
+  ) {
+    this.#t = { ...DOCKER_DEFAULTS, ...timeouts };
+  }
+
+  /** The TimeoutError of a call past its deadline (`what` and `hint` say more for a pull). */
+  #timeout(
+    op: string,
+    ref: string | undefined,
+    ms: number,
+    what = `no answer from dockerd within ${ms} ms`,
+    hint = `dockerd on ${this.where} took the request and did not answer: it is hung, stopped or overloaded, and may ` +
+      "still carry the request out if it recovers. Check it there ('systemctl status docker', 'journalctl -u docker'); " +
+      'a hung dockerd needs a restart.',
+  ): TimeoutError {
+    return new TimeoutError('E_DOCKER_TIMEOUT', `${this.where}: docker ${op}${ref ? ` ${ref}` : ''}: ${what}`, {
+      hint,
+      details: { engine: this.where, op, ...(ref ? { ref } : {}), timeoutMs: ms },
+    });
+  }
+
+  /**
+   * Run `fn` with a deadline. `fn` hands the signal to dockerode; at the deadline the request is aborted,
+   * which closes its channel, and the call fails with `onTimeout()` at once: it does not wait for the
+   * library to notice. A late outcome of `fn` is ignored.
+   */
+  async #bounded<T>(ms: number, onTimeout: () => StackctlError, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    const abort = new AbortController();
+    let timer: NodeJS.Timeout | undefined;
+    const work = fn(abort.signal);
+    work.catch(() => undefined);
+    try {
+      return await Promise.race([
+        work,
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => {
+            reject(onTimeout());
+            abort.abort();
+          }, ms);
+        }),
+      ]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
 
   /** Our error for a failed API call, naming the engine, the operation and the object. */
   #error(err: unknown, op: string, ref?: string): StackctlError {
@@ -319,34 +409,86 @@ class DockerEngine implements ContainerEngine {
     );
   }
 
-  /** One API request; an idempotent one (`retry`) is sent again when its channel died under it. */
-  async #call<T>(op: string, ref: string | undefined, fn: () => Promise<T>, retry = true): Promise<T> {
+  /** One request within `ms`, raw errors; an idempotent one (`retry`) is sent again when its channel died under it. */
+  #request<T>(op: string, ref: string | undefined, ms: number, fn: (signal: AbortSignal) => Promise<T>, retry = true) {
+    return this.#bounded(
+      ms,
+      () => this.#timeout(op, ref, ms),
+      (signal) => (retry ? this.#again(() => fn(signal), signal) : fn(signal)),
+    );
+  }
+
+  /** One request within `ms`, its errors ours. */
+  async #call<T>(
+    op: string,
+    ref: string | undefined,
+    ms: number,
+    fn: (signal: AbortSignal) => Promise<T>,
+    retry = true,
+  ): Promise<T> {
     try {
-      return await (retry ? this.#again(fn) : fn());
+      return await this.#request(op, ref, ms, fn, retry);
     } catch (err) {
       throw this.#error(err, op, ref);
     }
   }
 
-  /** Run an idempotent request; once more on a fresh channel when its channel died under it. */
-  async #again<T>(fn: () => Promise<T>): Promise<T> {
+  /** One request within `ms` whose answer `status` means "nothing to do" (resolves undefined then). */
+  async #callTolerating<T>(
+    status: number,
+    op: string,
+    ref: string,
+    ms: number,
+    fn: (signal: AbortSignal) => Promise<T>,
+  ): Promise<T | undefined> {
+    try {
+      return await this.#request(op, ref, ms, fn);
+    } catch (err) {
+      if ((err as DockerodeError).statusCode === status) return undefined;
+      throw this.#error(err, op, ref);
+    }
+  }
+
+  /**
+   * A GET through dockerode's modem, for the calls whose dockerode method does not pass an abort signal on
+   * (image inspect; version, whose typings take none). Paths as dockerode builds them.
+   */
+  #get<T>(path: string, abortSignal: AbortSignal, statusCodes: Record<number, string> = {}): Promise<T> {
+    return new Promise<T>((resolve, reject) =>
+      this.docker.modem.dial(
+        {
+          path,
+          method: 'GET',
+          options: {},
+          abortSignal,
+          statusCodes: { 200: true, 500: 'server error', ...statusCodes },
+        },
+        (err, data) => (err ? reject(err) : resolve(data as T)),
+      ),
+    );
+  }
+
+  /** Run an idempotent request; once more on a fresh channel when its channel died under it (not when we aborted it). */
+  async #again<T>(fn: () => Promise<T>, signal: AbortSignal): Promise<T> {
     try {
       return await fn();
     } catch (err) {
-      if (!isDeadChannel(err)) throw err;
+      if (!isDeadChannel(err) || signal.aborted) throw err;
       return fn();
     }
   }
 
   async version(): Promise<{ version: string; apiVersion: string }> {
-    const v = await this.#call('version', undefined, () => this.docker.version());
+    const v = await this.#call('version', undefined, this.#t.readMs, (abortSignal) =>
+      this.#get<Docker.DockerVersion>('/version', abortSignal),
+    );
     return { version: v.Version, apiVersion: v.ApiVersion };
   }
 
   async listContainers(filter: { labels?: Readonly<Record<string, string>> } = {}): Promise<ContainerSummary[]> {
     const label = Object.entries(filter.labels ?? {}).map(([k, v]) => `${k}=${v}`);
-    const list = await this.#call('ps', undefined, () =>
-      this.docker.listContainers({ all: true, ...(label.length ? { filters: { label } } : {}) }),
+    const list = await this.#call('ps', undefined, this.#t.readMs, (abortSignal) =>
+      this.docker.listContainers({ all: true, ...(label.length ? { filters: { label } } : {}), abortSignal }),
     );
     return list.map((c) => ({
       id: c.Id,
@@ -359,37 +501,76 @@ class DockerEngine implements ContainerEngine {
   }
 
   async inspectContainer(ref: string): Promise<ContainerInfo | undefined> {
-    try {
-      const c = await this.#again(() => this.docker.getContainer(ref).inspect());
-      return {
-        id: c.Id,
-        name: c.Name.replace(/^\//, ''),
-        image: c.Config.Image,
-        imageId: c.Image,
-        labels: c.Config.Labels ?? {},
-        state: {
-          status: c.State.Status,
-          running: c.State.Running,
-          exitCode: c.State.ExitCode,
-          startedAt: c.State.StartedAt,
-          finishedAt: c.State.FinishedAt,
-          ...(c.State.Health?.Status ? { health: c.State.Health.Status } : {}),
-          oomKilled: c.State.OOMKilled,
-        },
-        restartCount: c.RestartCount,
-      };
-    } catch (err) {
-      if ((err as DockerodeError).statusCode === DOCKER_STATUS.NOT_FOUND) return undefined;
-      throw this.#error(err, 'inspect', ref);
-    }
+    const c = await this.#callTolerating(DOCKER_STATUS.NOT_FOUND, 'inspect', ref, this.#t.readMs, (abortSignal) =>
+      this.docker.getContainer(ref).inspect({ abortSignal }),
+    );
+    if (!c) return undefined;
+    return {
+      id: c.Id,
+      name: c.Name.replace(/^\//, ''),
+      image: c.Config.Image,
+      imageId: c.Image,
+      labels: c.Config.Labels ?? {},
+      state: {
+        status: c.State.Status,
+        running: c.State.Running,
+        exitCode: c.State.ExitCode,
+        startedAt: c.State.StartedAt,
+        finishedAt: c.State.FinishedAt,
+        ...(c.State.Health?.Status ? { health: c.State.Health.Status } : {}),
+        oomKilled: c.State.OOMKilled,
+      },
+      restartCount: c.RestartCount,
+    };
   }
 
+  /**
+   * Pull, bounded by progress rather than by a total: every byte dockerd sends re-arms a `pullStallMs`
+   * watchdog, so a big image on a slow link may take as long as it needs, while a registry that accepts
+   * the connection and then says nothing (or a frozen dockerd) fails the pull after `pullStallMs`.
+   */
   async pullImage(ref: string, opts: { onProgress?: (p: PullProgress) => void } = {}): Promise<void> {
-    await this.#call('pull', ref, async () => {
-      const stream = (await this.docker.pull(ref)) as NodeJS.ReadableStream;
+    const ms = this.#t.pullStallMs;
+    let bytes = 0;
+    let stalled!: () => void;
+    const stall = new Promise<never>((_, reject) => {
+      stalled = () =>
+        reject(
+          this.#timeout(
+            'pull',
+            ref,
+            ms,
+            `no progress for ${ms} ms (${bytes} bytes of progress before that)`,
+            `The registry, the network to it, or dockerd on ${this.where} stalls. Check that ${this.where} reaches ` +
+              "the registry (curl http://REGISTRY/v2/) and read dockerd's log there; dockerd may go on trying in the " +
+              'background, and a restart of dockerd ends that.',
+          ),
+        );
+    });
+    stall.catch(() => undefined);
+    const abort = new AbortController();
+    let stream: (NodeJS.ReadableStream & { destroy(): void }) | undefined;
+    let timer: NodeJS.Timeout | undefined;
+    const arm = (): void => {
+      clearTimeout(timer);
+      timer = setTimeout(() => {
+        stalled();
+        abort.abort();
+        stream?.destroy();
+      }, ms);
+    };
+    const work = (async () => {
+      stream = (await this.docker.pull(ref, { abortSignal: abort.signal })) as NodeJS.ReadableStream & {
+        destroy(): void;
+      };
+      if (abort.signal.aborted) stream.destroy();
+      stream.on('data', (chunk: Buffer) => {
+        bytes += chunk.length;
+        arm();
+      });
       await new Promise<void>((resolve, reject) =>
         this.docker.modem.followProgress(
-          stream,
+          stream!,
           (err) => (err ? reject(err) : resolve()),
           (ev: { id?: string; status?: string; progressDetail?: { current?: number; total?: number } }) =>
             opts.onProgress?.({
@@ -400,24 +581,31 @@ class DockerEngine implements ContainerEngine {
             }),
         ),
       );
-    });
+    })();
+    work.catch(() => undefined);
+    arm();
+    try {
+      await Promise.race([work, stall]);
+    } catch (err) {
+      throw this.#error(err, 'pull', ref);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   async inspectImage(ref: string): Promise<ImageInfo | undefined> {
-    try {
-      const i = await this.#again(() => this.docker.getImage(ref).inspect());
-      return {
-        id: i.Id,
-        tags: i.RepoTags ?? [],
-        digests: i.RepoDigests ?? [],
-        created: i.Created,
-        size: i.Size,
-        labels: i.Config?.Labels ?? {},
-      };
-    } catch (err) {
-      if ((err as DockerodeError).statusCode === DOCKER_STATUS.NOT_FOUND) return undefined;
-      throw this.#error(err, 'image inspect', ref);
-    }
+    const i = await this.#callTolerating(DOCKER_STATUS.NOT_FOUND, 'image inspect', ref, this.#t.readMs, (abortSignal) =>
+      this.#get<Docker.ImageInspectInfo>(`/images/${ref}/json`, abortSignal, { 404: 'no such image' }),
+    );
+    if (!i) return undefined;
+    return {
+      id: i.Id,
+      tags: i.RepoTags ?? [],
+      digests: i.RepoDigests ?? [],
+      created: i.Created,
+      size: i.Size,
+      labels: i.Config?.Labels ?? {},
+    };
   }
 
   async imageExists(ref: string): Promise<boolean> {
@@ -429,7 +617,8 @@ class DockerEngine implements ContainerEngine {
     const c = await this.#call(
       'create',
       spec.name,
-      () =>
+      this.#t.createMs,
+      (abortSignal) =>
         this.docker.createContainer({
           name: spec.name,
           Image: spec.image,
@@ -460,6 +649,7 @@ class DockerEngine implements ContainerEngine {
             ...(spec.pidMode ? { PidMode: spec.pidMode } : {}),
             ...(spec.securityOpt ? { SecurityOpt: [...spec.securityOpt] } : {}),
           },
+          abortSignal,
         }),
       false, // a create sent twice conflicts with itself
     );
@@ -467,37 +657,33 @@ class DockerEngine implements ContainerEngine {
   }
 
   async startContainer(ref: string): Promise<void> {
-    try {
-      await this.#again(() => this.docker.getContainer(ref).start());
-    } catch (err) {
-      if ((err as DockerodeError).statusCode !== DOCKER_STATUS.NOT_MODIFIED) throw this.#error(err, 'start', ref);
-    }
+    await this.#callTolerating(DOCKER_STATUS.NOT_MODIFIED, 'start', ref, this.#t.startMs, (abortSignal) =>
+      this.docker.getContainer(ref).start({ abortSignal }),
+    );
   }
 
   async stopContainer(ref: string, opts: { timeoutS?: number } = {}): Promise<void> {
-    try {
-      await this.#again(() =>
-        this.docker.getContainer(ref).stop(opts.timeoutS === undefined ? {} : { t: opts.timeoutS }),
-      );
-    } catch (err) {
-      if ((err as DockerodeError).statusCode !== DOCKER_STATUS.NOT_MODIFIED) throw this.#error(err, 'stop', ref);
-    }
+    // dockerd answers once the container is down: after the stop grace (TERM, then KILL) at most.
+    const graceS = opts.timeoutS ?? this.#t.stopTimeoutS;
+    await this.#callTolerating(
+      DOCKER_STATUS.NOT_MODIFIED,
+      'stop',
+      ref,
+      graceS * 1000 + this.#t.stopMarginMs,
+      (abortSignal) => this.docker.getContainer(ref).stop({ t: graceS, abortSignal }),
+    );
   }
 
   async removeContainer(ref: string, opts: { force?: boolean } = {}): Promise<void> {
-    try {
-      await this.#again(() => this.docker.getContainer(ref).remove({ force: Boolean(opts.force) }));
-    } catch (err) {
-      if ((err as DockerodeError).statusCode !== DOCKER_STATUS.NOT_FOUND) throw this.#error(err, 'rm', ref);
-    }
+    await this.#callTolerating(DOCKER_STATUS.NOT_FOUND, 'rm', ref, this.#t.removeMs, (abortSignal) =>
+      this.docker.getContainer(ref).remove({ force: Boolean(opts.force), abortSignal }),
+    );
   }
 
   async removeVolume(name: string): Promise<void> {
-    try {
-      await this.#again(() => this.docker.getVolume(name).remove());
-    } catch (err) {
-      if ((err as DockerodeError).statusCode !== DOCKER_STATUS.NOT_FOUND) throw this.#error(err, 'volume rm', name);
-    }
+    await this.#callTolerating(DOCKER_STATUS.NOT_FOUND, 'volume rm', name, this.#t.removeMs, (abortSignal) =>
+      this.docker.getVolume(name).remove({ abortSignal }),
+    );
   }
 
   async exec(
@@ -506,54 +692,70 @@ class DockerEngine implements ContainerEngine {
     opts: { env?: Readonly<Record<string, string | Secret>>; user?: string; timeoutMs?: number } = {},
   ): Promise<ContainerExecResult> {
     const shown = argv.join(' ');
-    return this.#call(
-      'exec',
-      ref,
-      async () => {
-        const ex = await this.docker.getContainer(ref).exec({
-          Cmd: [...argv],
-          AttachStdout: true,
-          AttachStderr: true,
-          ...(opts.env ? { Env: envList(opts.env) } : {}),
-          ...(opts.user ? { User: opts.user } : {}),
-        });
-        // Without hijacking, dockerd streams the multiplexed output as the response body until the command ends.
-        const stream = (await ex.start({ hijack: false, stdin: false, Detach: false })) as NodeJS.ReadableStream & {
-          destroy(): void;
-        };
-        let timer: NodeJS.Timeout | undefined;
-        const raw = await Promise.race([
-          drain(stream),
-          new Promise<never>((_, reject) => {
-            if (opts.timeoutMs === undefined) return;
-            timer = setTimeout(() => {
-              stream.destroy();
-              reject(
-                new TimeoutError(
-                  'E_DOCKER_EXEC_TIMEOUT',
-                  `${this.where}: '${shown}' in ${ref} did not finish within ${opts.timeoutMs} ms`,
-                  {
-                    hint: 'Docker cannot kill an exec: the process may still run in the container.',
-                    details: { engine: this.where, container: ref, timeoutMs: opts.timeoutMs },
-                  },
-                ),
-              );
-            }, opts.timeoutMs);
-          }),
-        ]).finally(() => clearTimeout(timer));
-        const info = await ex.inspect();
-        const { stdout, stderr } = demuxDockerStream(raw);
-        return { code: info.ExitCode ?? -1, stdout: stdout.toString('utf8'), stderr: stderr.toString('utf8') };
-      },
-      false,
-    ); // a command is not run twice
+    const ms = opts.timeoutMs ?? this.#t.execMs;
+    try {
+      // One deadline for the whole exchange: create, run to the end, inspect.
+      return await this.#bounded(
+        ms,
+        () =>
+          new TimeoutError(
+            'E_DOCKER_EXEC_TIMEOUT',
+            `${this.where}: '${shown}' in ${ref} did not finish within ${ms} ms`,
+            {
+              hint:
+                'Docker cannot kill an exec: the process may still run in the container. If dockerd itself hangs, ' +
+                "check it on that host ('systemctl status docker').",
+              details: { engine: this.where, container: ref, op: 'exec', timeoutMs: ms },
+            },
+          ),
+        async (abortSignal) => {
+          const ex = await this.docker.getContainer(ref).exec({
+            Cmd: [...argv],
+            AttachStdout: true,
+            AttachStderr: true,
+            ...(opts.env ? { Env: envList(opts.env) } : {}),
+            ...(opts.user ? { User: opts.user } : {}),
+            abortSignal,
+          });
+          // Without hijacking, dockerd streams the multiplexed output as the response body until the command ends.
+          const stream = (await ex.start({
+            hijack: false,
+            stdin: false,
+            Detach: false,
+            abortSignal,
+          })) as NodeJS.ReadableStream & {
+            destroy(): void;
+          };
+          // The response is a stream: the abort does not reach it by itself.
+          const stop = (): void => stream.destroy();
+          abortSignal.addEventListener('abort', stop, { once: true });
+          let raw: Buffer;
+          try {
+            raw = await drain(stream);
+          } finally {
+            abortSignal.removeEventListener('abort', stop);
+          }
+          const info = await ex.inspect({ abortSignal });
+          const { stdout, stderr } = demuxDockerStream(raw);
+          return { code: info.ExitCode ?? -1, stdout: stdout.toString('utf8'), stderr: stderr.toString('utf8') };
+        },
+      );
+    } catch (err) {
+      throw this.#error(err, 'exec', ref); // a command is not run twice
+    }
   }
 
   async logs(ref: string, opts: { tail?: number } = {}): Promise<{ stdout: string; stderr: string }> {
-    return this.#call('logs', ref, async () => {
+    return this.#call('logs', ref, this.#t.readMs, async (abortSignal) => {
       const c = this.docker.getContainer(ref);
-      const tty = (await c.inspect()).Config.Tty;
-      const raw = (await c.logs({ stdout: true, stderr: true, follow: false, tail: opts.tail ?? 100 })) as Buffer;
+      const tty = (await c.inspect({ abortSignal })).Config.Tty;
+      const raw = (await c.logs({
+        stdout: true,
+        stderr: true,
+        follow: false,
+        tail: opts.tail ?? 100,
+        abortSignal,
+      })) as Buffer;
       if (tty) return { stdout: raw.toString('utf8'), stderr: '' };
       const { stdout, stderr } = demuxDockerStream(raw);
       return { stdout: stdout.toString('utf8'), stderr: stderr.toString('utf8') };
@@ -572,7 +774,7 @@ class DockerEngine implements ContainerEngine {
 export function remoteEngine(
   pool: SshPool,
   target: SshTarget,
-  opts: { transport?: DockerTransport; socketPath?: string } = {},
+  opts: { transport?: DockerTransport; socketPath?: string; timeouts?: DockerTimeouts } = {},
 ): ContainerEngine {
   const socketPath = opts.socketPath ?? DOCKER_SOCKET;
   let mode: DockerTransport = opts.transport ?? DockerTransport.AUTO;
@@ -593,11 +795,11 @@ export function remoteEngine(
   // docker-modem honours `agent` although its typings do not list it.
   const options: Docker.DockerOptions & { agent: http.Agent } = { protocol: 'http', host: 'docker', port: 80, agent };
   const docker = new Docker(options);
-  return new DockerEngine(target.node, docker, () => agent.destroy());
+  return new DockerEngine(target.node, docker, () => agent.destroy(), opts.timeouts);
 }
 
 /** The Docker engine of this machine, through its Unix socket. */
-export function localEngine(socketPath = DOCKER_SOCKET): ContainerEngine {
+export function localEngine(socketPath = DOCKER_SOCKET, timeouts: DockerTimeouts = {}): ContainerEngine {
   const docker = new Docker({ socketPath });
-  return new DockerEngine('local', docker, () => undefined);
+  return new DockerEngine('local', docker, () => undefined, timeouts);
 }

@@ -10,7 +10,7 @@
  *     await pool.close();
  */
 import { RemoteError } from '../core/errors.js';
-import { remoteEngine, type ContainerEngine, type DockerTransport } from './docker.js';
+import { remoteEngine, type ContainerEngine, type DockerTimeouts, type DockerTransport } from './docker.js';
 import { DEFAULT_SSH_PORT } from './known-hosts.js';
 import {
   SshPool,
@@ -31,7 +31,7 @@ export type {
   ImageInfo,
   PullProgress,
 } from './docker.js';
-export { localEngine, remoteEngine } from './docker.js';
+export { DOCKER_DEFAULTS, localEngine, remoteEngine, type DockerTimeouts } from './docker.js';
 export { ensureClientKey, generateEd25519, parsePublicKey, type PublicKey } from './keys.js';
 export {
   checkHostKey,
@@ -42,7 +42,15 @@ export {
   replaceKeyCommand,
   HostKeyVerdict,
 } from './known-hosts.js';
-export { SshPool, fetchHostKey, type ExecOptions, type ExecResult, type RemoteCommand, type SshTarget } from './ssh.js';
+export {
+  SSH_DEFAULTS,
+  SshPool,
+  fetchHostKey,
+  type ExecOptions,
+  type ExecResult,
+  type RemoteCommand,
+  type SshTarget,
+} from './ssh.js';
 export { SftpTransfer, type FileTransfer, type UploadOptions, type UploadSource } from './transfer.js';
 
 /** The user stackctl logs in as unless told otherwise. */
@@ -108,7 +116,11 @@ function tail(text: string, n = 400): string {
 }
 
 /** The facade for one node. `docker` is created on first use. */
-export function remoteFor(pool: SshPool, node: NodeSsh, opts: { dockerTransport?: DockerTransport } = {}): Remote {
+export function remoteFor(
+  pool: SshPool,
+  node: NodeSsh,
+  opts: { dockerTransport?: DockerTransport; dockerTimeouts?: DockerTimeouts } = {},
+): Remote {
   const target: SshTarget = {
     node: node.name,
     host: node.address,
@@ -142,7 +154,10 @@ export function remoteFor(pool: SshPool, node: NodeSsh, opts: { dockerTransport?
       readFile: (src) => transfer.readFile(target, src),
     },
     get docker(): ContainerEngine {
-      docker ??= remoteEngine(pool, target, opts.dockerTransport ? { transport: opts.dockerTransport } : {});
+      docker ??= remoteEngine(pool, target, {
+        ...(opts.dockerTransport ? { transport: opts.dockerTransport } : {}),
+        ...(opts.dockerTimeouts ? { timeouts: opts.dockerTimeouts } : {}),
+      });
       return docker;
     },
     async close() {

@@ -10,7 +10,7 @@
 import { randomBytes } from 'node:crypto';
 import { constants as osConstants } from 'node:os';
 import type { Duplex } from 'node:stream';
-import { Client, type ClientChannel, type ConnectConfig, type SFTPWrapper } from 'ssh2';
+import { Client, type ClientChannel, type ConnectConfig, type SFTPWrapper, type Stats } from 'ssh2';
 import { AuthError, RemoteError, StackctlError, TimeoutError, messageOf } from '../core/errors.js';
 import { Secret } from '../core/secret.js';
 import { publicKeyFromBlob, readClientKey, type PublicKey } from './keys.js';
@@ -31,6 +31,17 @@ export const SSH_DEFAULTS = {
   maxOutputBytes: 64 * 1024 * 1024,
   /** Time the remote `timeout` gets beyond ours before it kills the process group (s). */
   remoteKillGraceS: 2,
+  /**
+   * sshd must answer a channel open (command, SFTP, Docker forward) within this (ms). A connection whose sshd
+   * is hung altogether is found by the keep-alives; this bounds each open on its own.
+   */
+  channelOpenTimeoutMs: 30_000,
+  /** Each SFTP request (a 64 KiB write or read, a stat, an fsync…) must be answered within this (ms). */
+  sftpRequestTimeoutMs: 60_000,
+  /** Longest life of a command stream (`openExecStream`): the remote `timeout` ends one left behind (ms). */
+  streamMaxMs: 24 * 3_600_000,
+  /** A command stream closed by us whose process has not ended after this (ms) is sent TERM. */
+  streamCloseGraceMs: 2_000,
 } as const;
 
 /**
@@ -131,6 +142,8 @@ export interface SshPoolOptions {
   readonly keepAliveCountMax?: number;
   /** Session channels (commands, SFTP, exec streams) open at once per connection. */
   readonly maxSessions?: number;
+  readonly channelOpenTimeoutMs?: number;
+  readonly sftpRequestTimeoutMs?: number;
   /** Reads the private key (default: with a 0600 check). */
   readonly readKey?: (file: string) => Buffer;
   /** Makes ssh2 clients (tests may count or wrap them). */
@@ -162,9 +175,13 @@ class Slots {
 interface Connection {
   readonly client: Client;
   readonly slots: Slots;
+  /** The SFTP session in use; a new one is opened when it closed or stopped answering. */
   sftp?: Promise<SftpSession>;
   closed: boolean;
 }
+
+/** A Node-style callback of ssh2. */
+type Ssh2Callback<T> = (err: Error | undefined | null, value?: T) => void;
 
 /** `node (user@host:port)` for messages. */
 export function describeTarget(t: SshTarget): string {
@@ -279,8 +296,12 @@ export function killScript(token: string): string {
   );
 }
 
-/** Promisified SFTP with errors naming the node, path and operation. */
-function wrapSftp(sftp: SFTPWrapper, t: SshTarget): SftpSession {
+/**
+ * Promisified SFTP with errors naming the node, path and operation. Every request has a deadline: a
+ * request sftp-server does not answer in time (a hung file system, a frozen process) fails with
+ * E_SFTP_TIMEOUT and calls `onStuck`, which drops the session so that the next transfer opens a new one.
+ */
+function wrapSftp(sftp: SFTPWrapper, t: SshTarget, timeoutMs: number, onStuck: () => void): SftpSession {
   const fail = (op: string, path: string, err: Error & { code?: number | string }): RemoteError => {
     const denied = err.code === 3;
     return new RemoteError('E_SFTP', `${describeTarget(t)}: ${op} ${path}: ${messageOf(err)}`, {
@@ -291,15 +312,67 @@ function wrapSftp(sftp: SFTPWrapper, t: SshTarget): SftpSession {
       details: { node: t.node, op, path, status: err.code },
     });
   };
-  const call = <T>(op: string, path: string, fn: (cb: (err: Error | undefined | null, v?: T) => void) => void) =>
-    new Promise<T>((resolve, reject) => fn((err, v) => (err ? reject(fail(op, path, err)) : resolve(v as T))));
+  /** One request: `fn` starts it and calls `settle` with ssh2's answer, which `answer` turns into ours. */
+  const request = <R, T>(
+    op: string,
+    path: string,
+    fn: (settle: Ssh2Callback<R>) => void,
+    answer: (err: (Error & { code?: number | string }) | undefined | null, v: R | undefined) => T,
+  ): Promise<T> =>
+    new Promise<T>((resolve, reject) => {
+      let done = false;
+      const timer = setTimeout(() => {
+        if (done) return;
+        done = true;
+        reject(
+          new TimeoutError(
+            'E_SFTP_TIMEOUT',
+            `${describeTarget(t)}: SFTP ${op} ${path}: no answer within ${timeoutMs} ms`,
+            {
+              hint:
+                "The node's sftp-server or its file system does not answer (a hung mount, a stopped process). The SFTP " +
+                'session was dropped; the next transfer opens a new one. Look on the node for processes stuck in state D.',
+              details: { node: t.node, host: t.host, op, path, timeoutMs },
+            },
+          ),
+        );
+        onStuck();
+      }, timeoutMs);
+      const settle: Ssh2Callback<R> = (err, v) => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        try {
+          resolve(answer(err, v));
+        } catch (e) {
+          reject(e);
+        }
+      };
+      try {
+        fn(settle);
+      } catch (e) {
+        settle(e as Error);
+      }
+    });
+  /** The common case: an error is an E_SFTP, a value is passed on. */
+  const call = <T>(op: string, path: string, fn: (cb: Ssh2Callback<T>) => void) =>
+    request<T, T>(op, path, fn, (err, v) => {
+      if (err) throw fail(op, path, err);
+      return v as T;
+    });
   return {
     stat: (path) =>
-      new Promise((resolve, reject) =>
-        sftp.stat(path, (err, s) => {
-          if (err) return (err as { code?: number }).code === 2 ? resolve(undefined) : reject(fail('stat', path, err));
-          resolve({ mode: s.mode, size: s.size, uid: s.uid, gid: s.gid, isDirectory: s.isDirectory() });
-        }),
+      request<Stats, RemoteStat | undefined>(
+        'stat',
+        path,
+        (cb) => sftp.stat(path, cb),
+        (err, s) => {
+          if (err) {
+            if (err.code === 2) return undefined;
+            throw fail('stat', path, err);
+          }
+          return { mode: s!.mode, size: s!.size, uid: s!.uid, gid: s!.gid, isDirectory: s!.isDirectory() };
+        },
       ),
     mkdir: (path, mode) => call('mkdir', path, (cb) => sftp.mkdir(path, { mode }, cb)),
     open: async (path, flags, mode) => ({
@@ -312,13 +385,21 @@ function wrapSftp(sftp: SFTPWrapper, t: SshTarget): SftpSession {
     read: (h, into, position) =>
       call<number>('read', h.path, (cb) => sftp.read(h.raw, into, 0, into.length, position, (err, n) => cb(err, n))),
     fsync: (h) =>
-      new Promise((resolve, reject) => {
-        try {
-          sftp.ext_openssh_fsync(h.raw, (err) => (err ? reject(fail('fsync', h.path, err)) : resolve(true)));
-        } catch {
-          resolve(false); // ssh2 throws synchronously when the server did not announce fsync@openssh.com
-        }
-      }),
+      request<boolean, boolean>(
+        'fsync',
+        h.path,
+        (cb) => {
+          try {
+            sftp.ext_openssh_fsync(h.raw, (err) => cb(err, true));
+          } catch {
+            cb(undefined, false); // ssh2 throws synchronously when the server did not announce fsync@openssh.com
+          }
+        },
+        (err, v) => {
+          if (err) throw fail('fsync', h.path, err);
+          return v ?? false;
+        },
+      ),
     fchmod: (h, mode) => call('chmod', h.path, (cb) => sftp.fchmod(h.raw, mode, cb)),
     fchown: (h, uid, gid) => call('chown', h.path, (cb) => sftp.fchown(h.raw, uid, gid, cb)),
     close: (h) => call('close', h.path, (cb) => sftp.close(h.raw, cb)),
@@ -346,6 +427,8 @@ export class SshPool {
       keepAliveMs: opts.keepAliveMs ?? SSH_DEFAULTS.keepAliveMs,
       keepAliveCountMax: opts.keepAliveCountMax ?? SSH_DEFAULTS.keepAliveCountMax,
       maxSessions: opts.maxSessions ?? SSH_DEFAULTS.maxSessions,
+      channelOpenTimeoutMs: opts.channelOpenTimeoutMs ?? SSH_DEFAULTS.channelOpenTimeoutMs,
+      sftpRequestTimeoutMs: opts.sftpRequestTimeoutMs ?? SSH_DEFAULTS.sftpRequestTimeoutMs,
     };
     this.#readKey = opts.readKey ?? readClientKey;
     this.#newClient = opts.newClient ?? (() => new Client());
@@ -368,47 +451,81 @@ export class SshPool {
     const conn = await this.#connection(t);
     const release = await conn.slots.acquire();
     try {
-      const result = await this.#openExec(conn, t, line, (ch) => ({
-        done: this.#collect(ch, t, shown, opts, stdinPrefix),
-      }));
+      const result = await this.#openExec(
+        conn,
+        t,
+        line,
+        (ch) => ({ done: this.#collect(ch, t, shown, opts, stdinPrefix) }),
+        // Opened after we gave up on it: the command runs without us, so stop it.
+        (ch) => {
+          ch.close();
+          void this.#kill(conn, t, token);
+        },
+      );
       return await result.done;
     } catch (err) {
-      if (err instanceof TimeoutError || (err instanceof RemoteError && err.code === 'E_SSH_OUTPUT_TOO_LARGE')) {
-        // Still holding our slot: the kill runs in it. Best effort; the remote `timeout` is the backstop.
-        await this.#openExec(conn, t, killScript(token), (ch) => ({
-          done: this.#collect(ch, t, 'kill', { timeoutMs: 5000 }, ''),
-        }))
-          .then((r) => r.done)
-          .catch(() => undefined);
-      }
+      const started =
+        err instanceof StackctlError && ['E_SSH_COMMAND_TIMEOUT', 'E_SSH_OUTPUT_TOO_LARGE'].includes(err.code);
+      // Still holding our slot: the kill runs in it. Best effort; the remote `timeout` is the backstop.
+      if (started) await this.#kill(conn, t, token);
       throw err;
     } finally {
       release();
     }
   }
 
+  /** Send TERM to the processes of a tagged command (see `killScript`); best effort, never throws. */
+  async #kill(conn: Connection, t: SshTarget, token: string): Promise<void> {
+    await this.#openExec(conn, t, killScript(token), (ch) => ({
+      done: this.#collect(ch, t, 'kill', { timeoutMs: 5000 }, ''),
+    }))
+      .then((r) => r.done)
+      .catch(() => undefined);
+  }
+
   /** The node's SFTP session (one per connection, shared by concurrent transfers). */
   async sftp(t: SshTarget): Promise<SftpSession> {
     const conn = await this.#connection(t);
-    conn.sftp ??= (async () => {
-      // Held for the connection's life: the SFTP channel counts against MaxSessions.
-      const release = await conn.slots.acquire();
-      return new Promise<SftpSession>((resolve, reject) => {
-        conn.client.sftp((err, sftp) => {
-          if (err) {
-            release();
-            conn.sftp = undefined;
-            return reject(this.#channelError(err, t, 'sftp'));
-          }
-          sftp.on('close', () => {
-            release();
-            conn.sftp = undefined;
-          });
-          resolve(wrapSftp(sftp, t));
-        });
+    if (!conn.sftp) {
+      const opening = this.#openSftp(conn, t);
+      conn.sftp = opening;
+      opening.catch(() => {
+        if (conn.sftp === opening) conn.sftp = undefined;
       });
-    })();
+    }
     return conn.sftp;
+  }
+
+  async #openSftp(conn: Connection, t: SshTarget): Promise<SftpSession> {
+    // Held for the session's life: the SFTP channel counts against MaxSessions.
+    const release = await conn.slots.acquire();
+    let current = true;
+    /** This session is done for: the next sftp() call opens another one. */
+    const retire = (): void => {
+      release();
+      if (!current) return;
+      current = false;
+      conn.sftp = undefined;
+    };
+    try {
+      const sftp = await this.#opening<SFTPWrapper, SFTPWrapper>(
+        t,
+        'an SFTP session',
+        (cb) => conn.client.sftp(cb),
+        (s) => s,
+        (s) => s.end(),
+      );
+      sftp.on('close', retire);
+      return wrapSftp(sftp, t, this.#opts.sftpRequestTimeoutMs, () => {
+        // NOTE: sshd confirms the close only once sftp-server exits, which a stopped one never does: the pool
+        // frees our slot now, so one stuck session cannot block every later transfer to the node.
+        retire();
+        sftp.end();
+      });
+    } catch (err) {
+      release();
+      throw err instanceof StackctlError ? err : this.#channelError(err as Error, t, 'sftp');
+    }
   }
 
   /**
@@ -418,20 +535,49 @@ export class SshPool {
    */
   async openUnixSocket(t: SshTarget, socketPath: string): Promise<Duplex> {
     const conn = await this.#connection(t);
-    return new Promise((resolve, reject) =>
-      conn.client.openssh_forwardOutStreamLocal(socketPath, (err, ch) =>
-        err ? reject(this.#channelError(err, t, `forward to ${socketPath}`)) : resolve(ch),
-      ),
-    );
+    const what = `a forward to ${socketPath}`;
+    try {
+      return await this.#opening<ClientChannel, ClientChannel>(
+        t,
+        what,
+        (cb) => conn.client.openssh_forwardOutStreamLocal(socketPath, cb),
+        (ch) => ch,
+        (ch) => ch.close(),
+      );
+    } catch (err) {
+      throw err instanceof StackctlError ? err : this.#channelError(err as Error, t, what);
+    }
   }
 
-  /** A command's stdin/stdout as one byte stream (e.g. `docker system dial-stdio`); holds a session slot until closed. */
+  /**
+   * A command's stdin/stdout as one byte stream (e.g. `docker system dial-stdio`); holds a session slot until
+   * closed. The command is tagged like `exec`'s: when we close the stream and its process has not ended a
+   * little later, it is sent TERM. sshd keeps a session open until its process exits, and a process that
+   * ignores its closed stdin (dial-stdio waiting on a frozen dockerd) would otherwise hold the slot for good.
+   */
   async openExecStream(t: SshTarget, argv: readonly string[]): Promise<Duplex> {
     const conn = await this.#connection(t);
     const release = await conn.slots.acquire();
+    const { line, token } = buildCommandLine(argv, SSH_DEFAULTS.streamMaxMs, undefined);
     try {
-      const ch = await this.#openExec(conn, t, shellJoin(argv), (c) => c);
-      ch.once('close', release);
+      const ch = await this.#openExec(conn, t, line, (c) => c);
+      let closed = false;
+      let grace: NodeJS.Timeout | undefined;
+      ch.once('close', () => {
+        closed = true;
+        clearTimeout(grace);
+        release();
+      });
+      // ssh2's destroy() and end-of-stream both come through close().
+      const close = ch.close.bind(ch);
+      ch.close = (...args: unknown[]): void => {
+        close(...args);
+        if (closed || grace) return;
+        grace = setTimeout(() => {
+          if (!closed) void this.#kill(conn, t, token);
+        }, SSH_DEFAULTS.streamCloseGraceMs);
+        grace.unref();
+      };
       return ch;
     } catch (err) {
       release();
@@ -536,6 +682,47 @@ export class SshPool {
     });
   }
 
+  /**
+   * Open a channel within channelOpenTimeoutMs. `open` starts it with the callback given; `use` runs inside
+   * ssh2's callback. ssh2 cannot withdraw an open request: one answered after the deadline is disposed of.
+   */
+  #opening<C, T>(
+    t: SshTarget,
+    what: string,
+    open: (cb: (err: Error | undefined, ch: C) => void) => void,
+    use: (ch: C) => T,
+    dispose: (ch: C) => void,
+  ): Promise<T> {
+    const ms = this.#opts.channelOpenTimeoutMs;
+    return new Promise<T>((resolve, reject) => {
+      let late = false;
+      const timer = setTimeout(() => {
+        late = true;
+        reject(
+          new TimeoutError('E_SSH_CHANNEL_TIMEOUT', `${describeTarget(t)}: sshd did not open ${what} within ${ms} ms`, {
+            hint:
+              "The node's sshd is overloaded or hung; the SSH keep-alives drop the connection if it stays silent. " +
+              'A channel sshd opens later anyway is closed at once, and a command started in it is stopped.',
+            details: { node: t.node, host: t.host, port: t.port, channel: what, timeoutMs: ms },
+          }),
+        );
+      }, ms);
+      open((err, ch) => {
+        clearTimeout(timer);
+        if (late) {
+          if (!err) dispose(ch);
+          return;
+        }
+        if (err) return reject(err);
+        try {
+          resolve(use(ch));
+        } catch (e) {
+          reject(e);
+        }
+      });
+    });
+  }
+
   #channelError(err: Error, t: SshTarget, what: string): RemoteError {
     return new RemoteError('E_SSH_CHANNEL', `${describeTarget(t)}: cannot open ${what}: ${messageOf(err)}`, {
       hint: "The node's sshd refused a channel: check its MaxSessions, AllowStreamLocalForwarding and Subsystem sftp settings.",
@@ -549,13 +736,23 @@ export class SshPool {
    * clean-up of a closed channel, a little after we saw it close, so a refusal
    * ("open failed") right after one is retried with a short backoff.
    */
-  async #openExec<T>(conn: Connection, t: SshTarget, line: string, use: (ch: ClientChannel) => T): Promise<T> {
+  async #openExec<T>(
+    conn: Connection,
+    t: SshTarget,
+    line: string,
+    use: (ch: ClientChannel) => T,
+    late: (ch: ClientChannel) => void = (ch) => ch.close(),
+  ): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       try {
         // `use` runs inside ssh2's callback, before it parses the next packet: a fast command's
         // exit-status may sit in the same read, and an 'exit' event has no buffer to wait in.
-        return await new Promise<T>((resolve, reject) =>
-          conn.client.exec(line, (err, ch) => (err ? reject(err) : resolve(use(ch)))),
+        return await this.#opening<ClientChannel, T>(
+          t,
+          'a command channel',
+          (cb) => conn.client.exec(line, cb),
+          use,
+          late,
         );
       } catch (err) {
         if (err instanceof StackctlError) throw err;

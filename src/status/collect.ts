@@ -27,15 +27,8 @@ import {
   type OpenStackView,
   type StatusReport,
 } from './model.js';
-import {
-  NOT_DEPLOYED,
-  clientContainers,
-  OPENSTACK_COMMANDS,
-  evaluateOpenStack,
-  novaExpectation,
-  parseComputeServices,
-  parseHypervisors,
-} from './openstack.js';
+import { NOT_DEPLOYED, evaluateOpenStack, novaExpectation } from './openstack.js';
+import { clientContainers, containerClient, novaView } from './openstack-client.js';
 import { STATUS_EXIT, verdictOf } from './verdict.js';
 
 /** Defaults of a status run. */
@@ -210,7 +203,6 @@ export async function collectStatus(
     node: string,
     container: string,
     argv: readonly string[],
-    env?: Readonly<Record<string, string | Secret>>,
   ): Promise<{ stdout: string } | { error: string }> => {
     const n = byName.get(node);
     if (!n?.reachable) return { error: 'node unreachable' };
@@ -218,7 +210,7 @@ export async function collectStatus(
     if (c && c.state !== ContainerState.RUNNING) return { error: `container ${container} ${c.state}` };
     try {
       const r = await withDeadline(
-        accessOf(node).docker.exec(container, argv, { timeoutMs, ...(env ? { env } : {}) }),
+        accessOf(node).docker.exec(container, argv, { timeoutMs }),
         timeoutMs + 5000,
         `${node}: ${argv[0]} in ${container}`,
       );
@@ -320,15 +312,19 @@ export async function collectStatus(
     }
     if (!via) return problem(ViewState.UNKNOWN, `no running ${containers.join(' or ')} container to ask`);
     const at = `${via.node}/${via.container}`;
-    const [svc, hyp] = await Promise.all([
-      inContainer(via.node, via.container, OPENSTACK_COMMANDS.computeServices, input.credentials),
-      inContainer(via.node, via.container, OPENSTACK_COMMANDS.hypervisors, input.credentials),
-    ]);
-    if ('error' in svc) return problem(ViewState.PROBLEM, `compute service list: ${svc.error}`, at);
-    if ('error' in hyp) return problem(ViewState.PROBLEM, `hypervisor list: ${hyp.error}`, at);
+    const client = containerClient({
+      docker: accessOf(via.node).docker,
+      node: via.node,
+      container: via.container,
+      credentials: input.credentials,
+      timeoutMs,
+    });
     try {
-      const computeServices = parseComputeServices(svc.stdout);
-      const hypervisors = parseHypervisors(hyp.stdout);
+      const { computeServices, hypervisors } = await withDeadline(
+        novaView(client),
+        timeoutMs + 5000,
+        `${at}: openstack`,
+      );
       const planned = new Map(input.plan.services.filter((s) => checked.has(s.name)).map((s) => [s.name, s.nodes]));
       const findings = evaluateOpenStack(novaExpectation(planned, input.roles.agents), computeServices, hypervisors);
       const state = findings.length ? ViewState.PROBLEM : ViewState.OK;

@@ -1,10 +1,10 @@
 /**
- * Nova's own view of the cloud, from the OpenStack client's JSON
- * (`openstack compute service list -f json`, `openstack hypervisor list -f
- * json`), against the plan: every planned Nova agent registered and up, one
- * hypervisor up per compute node.
+ * Nova's own view of the cloud (its compute services and hypervisors, read
+ * through the client adapter, src/status/openstack-client.ts) against the
+ * plan: every planned Nova agent registered and up, one hypervisor up per
+ * compute node.
  */
-import type { AgentRole, ServiceRoles } from '../roles/service-roles.js';
+import type { AgentRole } from '../roles/service-roles.js';
 import {
   Severity,
   ViewState,
@@ -13,47 +13,6 @@ import {
   type Hypervisor,
   type OpenStackView,
 } from './model.js';
-
-/** The client commands (JSON on stdout). */
-export const OPENSTACK_COMMANDS = {
-  computeServices: ['openstack', 'compute', 'service', 'list', '-f', 'json'],
-  hypervisors: ['openstack', 'hypervisor', 'list', '-f', 'json'],
-} as const;
-
-function rows(text: string, what: string): Record<string, unknown>[] {
-  let j: unknown;
-  try {
-    j = JSON.parse(text);
-  } catch {
-    throw new Error(`${what}: not JSON: ${text.trim().slice(0, 200)}`);
-  }
-  if (!Array.isArray(j)) throw new Error(`${what}: expected a JSON list`);
-  return j.filter((r): r is Record<string, unknown> => typeof r === 'object' && r !== null);
-}
-
-const str = (v: unknown): string => (v === null || v === undefined ? '' : String(v));
-
-/** Parse `openstack compute service list -f json`; throws on output that is not that. */
-export function parseComputeServices(text: string): ComputeService[] {
-  return rows(text, 'compute service list').map((r) => ({
-    binary: str(r.Binary),
-    host: str(r.Host),
-    zone: str(r.Zone),
-    status: str(r.Status),
-    state: str(r.State),
-    updatedAt: r['Updated At'] === null || r['Updated At'] === undefined ? null : str(r['Updated At']),
-  }));
-}
-
-/** Parse `openstack hypervisor list -f json`; throws on output that is not that. */
-export function parseHypervisors(text: string): Hypervisor[] {
-  return rows(text, 'hypervisor list').map((r) => ({
-    hostname: str(r['Hypervisor Hostname']),
-    type: str(r['Hypervisor Type']),
-    hostIp: str(r['Host IP']),
-    state: str(r.State),
-  }));
-}
 
 /** A hypervisor belongs to a node when its hostname is the node's name or its FQDN (libvirt reports the FQDN). */
 const hypervisorOf = (node: string, h: Hypervisor): boolean => h.hostname === node || h.hostname.startsWith(`${node}.`);
@@ -81,13 +40,6 @@ export function novaExpectation(
     }
   }
   return { agents, hypervisorNodes: [...new Set(hypervisorNodes)].sort() };
-}
-
-/** Containers that carry the OpenStack client, in order of preference: the identity service's, the compute API's. */
-export function clientContainers(roles: ServiceRoles): string[] {
-  return [roles.identity?.clientContainer, roles.computeApi?.clientContainer].filter(
-    (c): c is string => c !== undefined,
-  );
 }
 
 /** Findings from Nova's answers against the expectation. */

@@ -10,20 +10,16 @@ import type { Inventory } from '../inventory/schema.js';
 import type { EngineContext } from '../orchestrator/context.js';
 import type { Handler, Handlers } from '../orchestrator/engine.js';
 import type { Release } from '../roles/schema.js';
+import type { OpenStackClient } from '../status/openstack-client.js';
 import type { UpgradeAction, UpgradePlan } from './model.js';
 
 export type { NodeAccess, OneOffResult } from '../orchestrator/context.js';
 
-/** Where the OpenStack client runs, with admin credentials in its environment (never in argv). */
-export interface CloudClient {
-  /**
-   * Run `openstack …` (argv without the leading `openstack`) in a running
-   * container that carries the client on a controller that answers; resolves
-   * with stdout, rejects with a StackctlError naming the command and the end
-   * of stderr.
-   */
-  openstack(args: readonly string[], opts?: { readonly timeoutMs?: number }): Promise<string>;
-}
+/**
+ * The OpenStack client with the cloud's admin credentials: src/status/openstack-client.ts
+ * (in the first controller's client container that answers; credentials in the exec environment).
+ */
+export type CloudClient = OpenStackClient;
 
 /** Everything an upgrade action may use. */
 export interface UpgradeContext extends EngineContext {

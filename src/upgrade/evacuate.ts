@@ -22,8 +22,15 @@ import {
   instancesOn,
   receivingHosts,
   type Resources,
-  type ServerRow,
 } from './prechecks.js';
+import type { ComputeService } from '../status/model.js';
+import {
+  OPENSTACK_COMMANDS,
+  listComputeServices,
+  parseMigrations,
+  parseServerShow,
+  type ServerRow,
+} from '../status/openstack-client.js';
 
 /** The knobs of the evacuation. */
 export interface EvacuationSettings {
@@ -65,51 +72,6 @@ export const EVACUATION_DEFAULTS: Omit<EvacuationSettings, 'binary'> = {
 /** Overrides of EVACUATION_DEFAULTS. */
 export type EvacuationOptions = Partial<EvacuationSettings>;
 
-/** The client commands (argv after `openstack`). */
-export const EVACUATION_COMMANDS = {
-  disable: (host: string, reason: string, binary: string) => [
-    'compute',
-    'service',
-    'set',
-    '--disable',
-    '--disable-reason',
-    reason,
-    host,
-    binary,
-  ],
-  enable: (host: string, binary: string) => ['compute', 'service', 'set', '--enable', host, binary],
-  services: (binary: string) => ['compute', 'service', 'list', '--service', binary, '-f', 'json'],
-  liveMigrate: (server: string, microversion: string) => [
-    '--os-compute-api-version',
-    microversion,
-    'server',
-    'migrate',
-    '--live-migration',
-    server,
-  ],
-  show: (server: string) => ['server', 'show', server, '-f', 'json'],
-  migrations: (server: string) => [
-    '--os-compute-api-version',
-    '2.59',
-    'server',
-    'migration',
-    'list',
-    '--server',
-    server,
-    '-f',
-    'json',
-  ],
-  abort: (server: string, migration: string) => [
-    '--os-compute-api-version',
-    '2.65',
-    'server',
-    'migration',
-    'abort',
-    server,
-    migration,
-  ],
-} as const;
-
 /** Statuses of a migration record that is still under way (Nova's names). */
 const MIGRATION_UNDER_WAY = ['queued', 'accepted', 'pre-migrating', 'preparing', 'running', 'post-migrating'];
 
@@ -136,19 +98,14 @@ async function abortMigration(
   let why = '';
   for (;;) {
     try {
-      const rows = JSON.parse(await ctx.cloud.openstack(EVACUATION_COMMANDS.migrations(server.id))) as Record<
-        string,
-        unknown
-      >[];
-      const open = rows
-        .map((r) => ({ id: String(r.Id ?? r.id ?? ''), status: String(r.Status ?? r.status ?? '').toLowerCase() }))
+      const open = parseMigrations(await ctx.cloud.openstack(OPENSTACK_COMMANDS.migrations(server.id)))
         .filter((r) => r.id && MIGRATION_UNDER_WAY.includes(r.status))
         .at(-1);
       // none under way: it ended on its own meanwhile; where the instance is tells how
       if (!open) break;
       id = open.id;
       if (MIGRATION_ABORTABLE.includes(open.status)) {
-        await ctx.cloud.openstack(EVACUATION_COMMANDS.abort(server.id, id));
+        await ctx.cloud.openstack(OPENSTACK_COMMANDS.abortMigration(server.id, id));
         aborted = true;
         break;
       }
@@ -164,7 +121,7 @@ async function abortMigration(
   let last = 'no answer yet';
   for (;;) {
     try {
-      const s = parseServerShow(await ctx.cloud.openstack(EVACUATION_COMMANDS.show(server.id)));
+      const s = parseServerShow(await ctx.cloud.openstack(OPENSTACK_COMMANDS.serverShow(server.id)));
       last = `${s.status}${s.taskState ? `/${s.taskState}` : ''} on ${s.host || '?'}`;
       if (!s.taskState && s.status !== 'MIGRATING') {
         if (s.host && s.host !== server.host)
@@ -202,28 +159,6 @@ async function settleInFlight(ctx: UpgradeContext, hosts: readonly string[], o: 
   }
 }
 
-/** A server as `server show` gives it while it migrates. */
-export interface ServerState {
-  readonly status: string;
-  readonly host: string;
-  /** Nova's task state (`migrating`), empty when none. */
-  readonly taskState: string;
-}
-
-/** Parse `openstack server show -f json`. */
-export function parseServerShow(text: string): ServerState {
-  const j = JSON.parse(text) as Record<string, unknown>;
-  const s = (...names: string[]): string => {
-    for (const n of names) if (j[n] !== undefined && j[n] !== null) return String(j[n]);
-    return '';
-  };
-  return {
-    status: s('status', 'Status'),
-    host: s('OS-EXT-SRV-ATTR:host', 'compute_host', 'host'),
-    taskState: s('OS-EXT-STS:task_state', 'task_state'),
-  };
-}
-
 /** What happened to one instance. */
 export interface MigrationOutcome {
   readonly server: ServerRow;
@@ -245,7 +180,7 @@ export async function migrateServer(
   if (ctx.signal?.aborted) return { server, state: 'failed', reason: 'interrupted before its migration was requested' };
   emit('started');
   try {
-    await ctx.cloud.openstack(EVACUATION_COMMANDS.liveMigrate(server.id, o.liveMigrationMicroversion));
+    await ctx.cloud.openstack(OPENSTACK_COMMANDS.liveMigrate(server.id, o.liveMigrationMicroversion));
   } catch (err) {
     emit('failed');
     return { server, state: 'failed', reason: `live migration refused: ${messageOf(err)}` };
@@ -258,7 +193,7 @@ export async function migrateServer(
     }
     await ctx.sleep(o.pollMs);
     try {
-      const s = parseServerShow(await ctx.cloud.openstack(EVACUATION_COMMANDS.show(server.id)));
+      const s = parseServerShow(await ctx.cloud.openstack(OPENSTACK_COMMANDS.serverShow(server.id)));
       last = `${s.status}${s.taskState ? `/${s.taskState}` : ''} on ${s.host || '?'}`;
       if (s.status === 'ERROR') {
         emit('failed');
@@ -302,7 +237,7 @@ async function setEnabled(
   const failed: { host: string; error: string }[] = [];
   for (const host of hosts) {
     try {
-      await ctx.cloud.openstack(EVACUATION_COMMANDS.enable(host, o.binary));
+      await ctx.cloud.openstack(OPENSTACK_COMMANDS.enableService(host, o.binary));
     } catch (err) {
       failed.push({ host, error: messageOf(err) });
     }
@@ -363,7 +298,7 @@ export async function novaEvacuate(
   let adopted = 0;
   try {
     for (const host of hosts) {
-      await ctx.cloud.openstack(EVACUATION_COMMANDS.disable(host, o.disableReason, o.binary));
+      await ctx.cloud.openstack(OPENSTACK_COMMANDS.disableService(host, o.disableReason, o.binary));
       disabled.push(host);
     }
     adopted = await settleInFlight(ctx, hosts, o);
@@ -421,13 +356,6 @@ export async function novaEvacuate(
   return `${hosts.join(', ')}: nova-compute disabled, ${outcomes.length} instance(s) live-migrated in ${secs} s${waited}${stays}`;
 }
 
-/** One row of `compute service list`. */
-interface ServiceRow {
-  readonly Host: string;
-  readonly State: string;
-  readonly 'Updated At': string | null;
-}
-
 /**
  * The `nova-up` hook: the health gate of a compute as Nova sees it. Each host's nova-compute must
  * report again (its `Updated At` moves past the value read when the hook started: the new
@@ -440,13 +368,8 @@ export async function novaUp(
   opts: EvacuationOptions = {},
 ): Promise<string> {
   const o: EvacuationSettings = { ...EVACUATION_DEFAULTS, binary: hypervisorBinary(ctx.services), ...opts };
-  const rows = async (): Promise<Map<string, ServiceRow>> =>
-    new Map(
-      (JSON.parse(await ctx.cloud.openstack(EVACUATION_COMMANDS.services(o.binary))) as ServiceRow[]).map((r) => [
-        r.Host,
-        r,
-      ]),
-    );
+  const rows = async (): Promise<Map<string, ComputeService>> =>
+    new Map((await listComputeServices(ctx.cloud, o.binary)).map((r) => [r.host, r]));
   const first = await rows();
   const waiting = new Set(hosts);
   const deadline = ctx.now() + o.reportTimeoutMs;
@@ -454,8 +377,7 @@ export async function novaUp(
   for (;;) {
     for (const h of [...waiting]) {
       const r = last.get(h);
-      if (r && r.State === 'up' && r['Updated At'] && r['Updated At'] !== first.get(h)?.['Updated At'])
-        waiting.delete(h);
+      if (r && r.state === 'up' && r.updatedAt && r.updatedAt !== first.get(h)?.updatedAt) waiting.delete(h);
     }
     if (!waiting.size) return `${o.binary} reports and is up on ${hosts.join(', ')}`;
     if (ctx.now() >= deadline || ctx.signal?.aborted) break;
@@ -464,7 +386,7 @@ export async function novaUp(
   }
   const state = [...waiting].map((h) => {
     const r = last.get(h);
-    return r ? `${h}: ${r.State}, last report ${r['Updated At'] ?? 'never'}` : `${h}: no ${o.binary} record`;
+    return r ? `${h}: ${r.state}, last report ${r.updatedAt ?? 'never'}` : `${h}: no ${o.binary} record`;
   });
   throw new RemoteError(
     'E_NOVA_NOT_REPORTING',

@@ -29,7 +29,7 @@ export function formatAction(a: UpgradeAction): string {
   return (ACTION_FORMAT[a.kind] as (x: UpgradeAction) => string)(a);
 }
 
-/** The human rendering of `upgrade --plan`. */
+/** The human rendering of `upgrade --dry-run`. */
 export function formatUpgradePlan(plan: UpgradePlan): string {
   const { from, to } = plan;
   const kind =

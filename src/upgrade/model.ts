@@ -128,7 +128,7 @@ export interface FastForward {
   readonly rolling: readonly string[];
 }
 
-/** The whole upgrade, printable with --plan and stable as JSON. */
+/** The whole upgrade, printable with --dry-run and stable as JSON. */
 export interface UpgradePlan {
   readonly cloud: string;
   readonly kind: UpgradeKind;

@@ -14,7 +14,17 @@ import type { ContainerWork, DeployPlan } from '../orchestrator/planner.js';
 import type { Plan, PlanNode, PlanService } from '../roles/plan.js';
 import { collectStatus } from '../status/collect.js';
 import { Severity, type Finding, type StatusReport } from '../status/model.js';
-import { evaluateOpenStack, novaExpectation, parseComputeServices, parseHypervisors } from '../status/openstack.js';
+import { evaluateOpenStack, novaExpectation } from '../status/openstack.js';
+import {
+  OPENSTACK_COMMANDS,
+  jsonRows,
+  listComputeServices,
+  novaView,
+  num,
+  parseServers,
+  str,
+  type ServerRow,
+} from '../status/openstack-client.js';
 import type { ActionHandlers, CloudClient, UpgradeContext } from './context.js';
 import { checkImagesPresent } from './images.js';
 import type { UpgradeAction } from './model.js';
@@ -117,105 +127,12 @@ export const CAPACITY_DEFAULTS = {
   allocationRatio: { vcpus: 16, memoryMiB: 1.5, diskGiB: 1 } as Resources,
   /** Instances in these states are live-migrated; others (SHUTOFF, ERROR…) stay where they are. */
   movableStates: ['ACTIVE', 'PAUSED'] as readonly string[],
-  /**
-   * Compute API microversion that still carries hypervisor statistics (2.88
-   * dropped vcpus, memory_mb, local_gb and their *_used from os-hypervisors).
-   */
-  hypervisorStatsMicroversion: '2.87',
 } as const;
-
-/** The client commands (argv after `openstack`), in one place. */
-export const NOVA_COMMANDS = {
-  /** Every instance on a host, with its flavour ID (microversion 2.1 returns the flavour's ID). */
-  serversOn: (host: string) => [
-    'server',
-    'list',
-    '--all-projects',
-    '--host',
-    host,
-    '--long',
-    '--limit',
-    '-1',
-    '-f',
-    'json',
-  ],
-  /** Every flavour, private ones too, with VCPUs, RAM, Disk, Ephemeral and Swap. */
-  flavors: ['flavor', 'list', '--all', '--long', '-f', 'json'],
-  computeServices: (binary: string) => ['compute', 'service', 'list', '--service', binary, '-f', 'json'],
-  /**
-   * Hypervisors with their vCPU and memory statistics (`--long`, microversion ≤ 2.87).
-   * NOTE: not `hypervisor show`: for microversions below 2.88 the client also asks the compute
-   * for its uptime over RPC, which timed out once on the lab right after the control plane's
-   * restart (HTTP 500 MessagingTimeout after 60 s). The list does not carry the local disk.
-   */
-  hypervisors: [
-    '--os-compute-api-version',
-    CAPACITY_DEFAULTS.hypervisorStatsMicroversion,
-    'hypervisor',
-    'list',
-    '--long',
-    '-f',
-    'json',
-  ],
-} as const;
-
-function json(text: string, what: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    throw new RemoteError(
-      'E_OPENSTACK_CLIENT',
-      `${what}: the client did not answer JSON: ${text.trim().slice(0, 200)}`,
-      {
-        hint: "Run the command by hand in the identity service's client container to see its output.",
-      },
-    );
-  }
-}
-
-function list(text: string, what: string): Record<string, unknown>[] {
-  const j = json(text, what);
-  if (!Array.isArray(j)) throw new RemoteError('E_OPENSTACK_CLIENT', `${what}: expected a JSON list`);
-  return j.filter((r): r is Record<string, unknown> => typeof r === 'object' && r !== null);
-}
-
-const str = (v: unknown): string => (v === null || v === undefined ? '' : String(v));
-const num = (v: unknown): number => {
-  const n = typeof v === 'number' ? v : Number(str(v));
-  return Number.isFinite(n) ? n : 0;
-};
-/** The first field present among names (the client's column names moved between releases). */
-const field = (r: Record<string, unknown>, ...names: string[]): unknown => {
-  for (const n of names) if (r[n] !== undefined && r[n] !== null) return r[n];
-  return undefined;
-};
-
-/** One row of `server list --long`. */
-export interface ServerRow {
-  readonly id: string;
-  readonly name: string;
-  readonly status: string;
-  readonly host: string;
-  readonly flavorId: string;
-  readonly flavorName: string;
-}
-
-/** Parse `openstack server list --long -f json`. */
-export function parseServers(text: string): ServerRow[] {
-  return list(text, 'server list').map((r) => ({
-    id: str(r.ID),
-    name: str(r.Name),
-    status: str(r.Status),
-    host: str(field(r, 'Host', 'OS-EXT-SRV-ATTR:host')),
-    flavorId: str(field(r, 'Flavor ID')),
-    flavorName: str(field(r, 'Flavor Name', 'Flavor')),
-  }));
-}
 
 /** Parse `openstack flavor list --long -f json` into ID and name -> what an instance of it needs. */
 export function parseFlavors(text: string): Map<string, Resources> {
   const out = new Map<string, Resources>();
-  for (const r of list(text, 'flavor list')) {
+  for (const r of jsonRows(text, 'flavor list')) {
     // Nova counts swap (MiB) with the root and ephemeral disks against the host's local disk.
     const need: Resources = {
       vcpus: num(r.VCPUs),
@@ -260,7 +177,7 @@ export async function instancesOn(
   const staying: ServerRow[] = [];
   for (const host of hosts) {
     // NOTE: --host filters on the compute host; the row's Host is empty for a non-admin, never here.
-    for (const s of parseServers(await cloud.openstack(NOVA_COMMANDS.serversOn(host))))
+    for (const s of parseServers(await cloud.openstack(OPENSTACK_COMMANDS.serversOn(host))))
       (movableStates.includes(s.status) ? movable : staying).push({ ...s, host: s.host || host });
   }
   return { movable, staying };
@@ -269,7 +186,7 @@ export async function instancesOn(
 /** What each server needs, from its flavour; an unknown flavour is refused (its size cannot be counted). */
 export async function demandsOf(cloud: CloudClient, servers: readonly ServerRow[]): Promise<InstanceDemand[]> {
   if (!servers.length) return [];
-  const flavors = parseFlavors(await cloud.openstack(NOVA_COMMANDS.flavors));
+  const flavors = parseFlavors(await cloud.openstack(OPENSTACK_COMMANDS.flavors));
   return servers.map((s) => {
     const need = flavors.get(s.flavorId) ?? flavors.get(s.flavorName);
     if (!need) {
@@ -286,19 +203,19 @@ export async function demandsOf(cloud: CloudClient, servers: readonly ServerRow[
   });
 }
 
-/** Free resources of every enabled, up nova-compute host outside `exclude`. */
+/** Free resources of every enabled, up host of the hypervisor agent (`binary`) outside `exclude`. */
 export async function receivingHosts(
   cloud: CloudClient,
   exclude: readonly string[],
   binary: string,
   ratio: Resources = CAPACITY_DEFAULTS.allocationRatio,
 ): Promise<HostCapacity[]> {
-  const services = list(await cloud.openstack(NOVA_COMMANDS.computeServices(binary)), 'compute service list');
+  const services = await listComputeServices(cloud, binary);
   const open = services
-    .filter((s) => str(s.Binary) === binary && str(s.Status) === 'enabled' && str(s.State) === 'up')
-    .map((s) => str(s.Host))
+    .filter((s) => s.binary === binary && s.status === 'enabled' && s.state === 'up')
+    .map((s) => s.host)
     .filter((h) => !exclude.includes(h));
-  const hypervisors = list(await cloud.openstack(NOVA_COMMANDS.hypervisors), 'hypervisor list');
+  const hypervisors = jsonRows(await cloud.openstack(OPENSTACK_COMMANDS.hypervisorStats), 'hypervisor list');
   const out: HostCapacity[] = [];
   for (const host of open) {
     const h = hypervisors.find((x) => hypervisorOf(host, str(x['Hypervisor Hostname'])));
@@ -479,16 +396,9 @@ export function novaFindings(ctx: UpgradeContext): Promise<Finding[]> {
       const api = ctx.services.computeApi?.service;
       if (!api || !plan.services.some((s) => s.name === api)) return [];
       try {
-        const [svc, hyp] = await Promise.all([
-          ctx.cloud.openstack(['compute', 'service', 'list', '-f', 'json']),
-          ctx.cloud.openstack(['hypervisor', 'list', '-f', 'json']),
-        ]);
+        const { computeServices, hypervisors } = await novaView(ctx.cloud);
         const planned = new Map(plan.services.map((s) => [s.name, s.nodes]));
-        return evaluateOpenStack(
-          novaExpectation(planned, ctx.services.agents),
-          parseComputeServices(svc),
-          parseHypervisors(hyp),
-        );
+        return evaluateOpenStack(novaExpectation(planned, ctx.services.agents), computeServices, hypervisors);
       } catch (err) {
         return [{ severity: Severity.UNHEALTHY, node: 'cloud', subject: 'openstack', message: messageOf(err) }];
       }

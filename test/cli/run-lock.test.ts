@@ -344,10 +344,10 @@ const READ_ONLY: readonly (readonly string[])[] = [
   ['nodes', 'list'],
   ['nodes', 'show', 'ctl-0'],
   ['deploy', '--dry-run'],
-  ['upgrade', '--to', 'zed-update', '--plan'],
+  ['upgrade', '--to', 'zed-update', '--dry-run'],
   ['status'],
   ['openrc'],
-  ['tempest', 'config', '--interface', 'none'], // stops at its own option check: no cloud is asked
+  ['tempest', 'config', '--os-interface', 'none'], // stops at its own option check: no cloud is asked
   ['pxe', 'config'],
   ['lab', 'bmc', 'list'],
   ['lab', 'status', '--kind', 'vm'],
@@ -491,5 +491,41 @@ describe('withRunLock on SIGINT and SIGTERM', () => {
     }
     expect(process.listenerCount('SIGINT') + process.listenerCount('SIGTERM')).toBe(0);
     expect(existsSync(lockFileFor(inv))).toBe(false);
+  });
+});
+
+describe('withRunLock and a signal as soon as the lock file exists', () => {
+  it('has its handlers in place while the lock is taken, and leaves none when the lock is refused', async () => {
+    const inv = copyInventory('lab.yaml');
+    const listeners = (): number[] => ['SIGTERM', 'SIGINT', 'exit'].map((e) => process.listenerCount(e));
+    const before = listeners();
+    const seen: number[] = [];
+    const lock = (file: string, label: string) => {
+      const real = new FileRunLock(file, label);
+      return {
+        label,
+        acquire: async (command: string) => {
+          const grant = await real.acquire(command);
+          // the file exists now: a SIGTERM here must find the run's handler, not end the process
+          seen.push(process.listenerCount('SIGTERM'));
+          return grant;
+        },
+        release: () => real.release(),
+        releaseSync: () => real.releaseSync(),
+      };
+    };
+    expect(await withRunLock(inv, () => 'done', { lock })).toBe('done');
+    expect(seen).toEqual([before[0]! + 1]);
+    expect(existsSync(lockFileFor(inv))).toBe(false);
+    const holder = new FileRunLock(lockFileFor(inv), inv);
+    await holder.acquire('stackctl deploy -i lab.yaml');
+    try {
+      await expect(withRunLock(inv, () => 'never')).rejects.toMatchObject({ code: 'E_LOCKED' });
+      // refused: its handlers are gone, and the holder's lock file is left alone
+      expect(listeners()).toEqual(before);
+      expect(existsSync(lockFileFor(inv))).toBe(true);
+    } finally {
+      await holder.release();
+    }
   });
 });

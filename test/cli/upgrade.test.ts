@@ -9,7 +9,7 @@ import { copyInventory, runCli } from '../helpers/cli.js';
 import { catalog } from '../helpers/plan.js';
 
 describe('stackctl upgrade', () => {
-  it('prints the phases of zed -> zed-update with --plan and acts on nothing', async () => {
+  it('prints the phases of zed -> zed-update with --dry-run and acts on nothing', async () => {
     const inv = copyInventory('example-multinode.yaml');
     const r = await runCli(
       'upgrade',
@@ -17,7 +17,7 @@ describe('stackctl upgrade', () => {
       inv,
       '--to',
       'zed-update',
-      '--plan',
+      '--dry-run',
       '--batch',
       '4',
       '--pause-at',
@@ -35,8 +35,8 @@ describe('stackctl upgrade', () => {
 
   it('gives stable JSON with --json', async () => {
     const inv = copyInventory('example-multinode.yaml');
-    const a = await runCli('upgrade', '-i', inv, '--to', 'zed-update', '--plan', '--json');
-    const b = await runCli('upgrade', '-i', inv, '--to', 'zed-update', '--plan', '--json');
+    const a = await runCli('upgrade', '-i', inv, '--to', 'zed-update', '--dry-run', '--json');
+    const b = await runCli('upgrade', '-i', inv, '--to', 'zed-update', '--dry-run', '--json');
     expect(a.code).toBe(0);
     expect(a.stdout).toBe(b.stdout);
     const plan = JSON.parse(a.stdout) as { kind: string; phases: { id: string }[] };
@@ -62,10 +62,10 @@ describe('stackctl upgrade', () => {
 
   it('refuses an unknown target manifest and a target that breaks a skew rule', async () => {
     const inv = copyInventory('example-multinode.yaml');
-    const r = await runCli('upgrade', '-i', inv, '--to', 'zed-nope', '--plan');
+    const r = await runCli('upgrade', '-i', inv, '--to', 'zed-nope', '--dry-run');
     expect(r.code).toBe(3);
     expect(r.stderr).toContain('E_UNKNOWN_RELEASE');
-    const s = await runCli('upgrade', '-i', inv, '--to', 'epoxy', '--plan');
+    const s = await runCli('upgrade', '-i', inv, '--to', 'epoxy', '--dry-run');
     expect(s.code).toBe(3);
     expect(s.stderr).toContain('E_UPGRADE_SKEW');
     expect(s.stderr).toContain('nova-compute would run 5 release(s) behind nova-conductor');
@@ -73,7 +73,16 @@ describe('stackctl upgrade', () => {
 
   it('asks the registry with --check-images, and fails with REMOTE when it does not answer', async () => {
     const inv = copyInventory('example-multinode.yaml');
-    const r = await runCli('upgrade', '-i', inv, '--to', 'zed-update', '--plan', '--check-images', '127.0.0.1:17951');
+    const r = await runCli(
+      'upgrade',
+      '-i',
+      inv,
+      '--to',
+      'zed-update',
+      '--dry-run',
+      '--check-images',
+      '127.0.0.1:17951',
+    );
     expect(r.code).toBe(5);
     expect(r.stderr).toContain('E_REGISTRY_UNREACHABLE');
     expect(r.stdout).toBe('');
@@ -81,10 +90,10 @@ describe('stackctl upgrade', () => {
 
   it('refuses bad options', async () => {
     const inv = copyInventory('example-multinode.yaml');
-    const r = await runCli('upgrade', '-i', inv, '--to', 'zed-update', '--plan', '--batch', 'two');
+    const r = await runCli('upgrade', '-i', inv, '--to', 'zed-update', '--dry-run', '--batch', 'two');
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('E_OPTION');
-    const p = await runCli('upgrade', '-i', inv, '--to', 'zed-update', '--plan', '--pause-at', 'lunch');
+    const p = await runCli('upgrade', '-i', inv, '--to', 'zed-update', '--dry-run', '--pause-at', 'lunch');
     expect(p.code).toBe(2);
   });
 

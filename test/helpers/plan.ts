@@ -39,7 +39,7 @@ export function planFromText(
 
 /**
  * The deploy plans an upgrade of this inventory diffs: the current release's and the target's
- * (placeholders for secrets, as `upgrade --plan` without a secrets file).
+ * (placeholders for secrets, as `upgrade --dry-run` without a secrets file).
  */
 export function upgradeDeployPlans(
   text: string,

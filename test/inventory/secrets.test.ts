@@ -98,4 +98,18 @@ describe('stackctl secrets generate', () => {
     expect(r.stderr).toMatch(/lab\.yaml:\d+:\d+: error E_IPMI_PASSWORD_TOO_LONG at \/nodes\/0\/bmc/);
     expect(r.stderr).not.toContain('x'.repeat(24));
   });
+
+  it("passes a BMC's insecure_http on to its driver's offline check", async () => {
+    const inv = copyInventory('lab.yaml');
+    await runCli('secrets', 'generate', '-i', inv);
+    const lab = "bmc: { address: 'redfish+http://127.0.0.1:8230/redfish/v1/Systems/cmp-0', credentials: lab-bmc }";
+    const text = readFileSync(inv, 'utf8');
+    expect(text).toContain(lab);
+    const remote = "bmc: { address: 'redfish+http://10.1.1.22/redfish/v1/Systems/cmp-0', credentials: lab-bmc";
+    writeFileSync(inv, text.replace(lab, `${remote}, insecure_http: true }`));
+    const r = await runCli('inventory', 'validate', '-i', inv);
+    expect(r.stderr).not.toContain('E_REDFISH_PLAIN_HTTP');
+    expect(r.stderr).toContain('W_BMC_PLAINTEXT');
+    expect(r.code).toBe(0);
+  });
 });

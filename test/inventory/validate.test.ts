@@ -152,6 +152,13 @@ const mutations: Mutation[] = [
     to: 'idrac://127.0.0.1:6230',
     code: 'E_BMC_SCHEME',
   },
+  {
+    scenario: 'plain-HTTP Redfish off loopback without insecure_http',
+    inventory: MULTI,
+    from: "'redfish+https://10.1.1.22/",
+    to: "'redfish+http://10.1.1.22/",
+    code: 'E_BMC_PLAIN_HTTP',
+  },
   { scenario: 'a wrong type', inventory: LAB, from: 'vlan: 20', to: 'vlan: twenty', code: 'E_SCHEMA_TYPE' },
   {
     scenario: 'a plain-HTTP registry declared otherwise',
@@ -215,16 +222,33 @@ describe('stackctl inventory validate', () => {
     for (const code of ['E_DUPLICATE_MAC', 'E_UNKNOWN_ROLE', 'E_IP_OUTSIDE_CIDR']) expect(r.stderr).toContain(code);
   });
 
-  it('warns on an even number of quorum members, and on plain-HTTP Redfish outside the lab', async () => {
+  it('warns on an even number of quorum members, and on plain-HTTP Redfish off loopback that insecure_http allows', async () => {
     const file = copyInventory(MULTI);
     let text = readFileSync(file, 'utf8');
     text = text.replace(/(name: cmp-0\n {4}role: )Compute/, '$1Controller');
-    text = text.replace("'redfish+https://10.1.1.22/", "'redfish+http://10.1.1.22/");
+    text = text.replace(
+      "'redfish+https://10.1.1.22/redfish/v1/Systems/1'\n",
+      "'redfish+http://10.1.1.22/redfish/v1/Systems/1'\n      insecure_http: true\n",
+    );
     writeFileSync(file, text);
+    expect(text).toContain('insecure_http: true');
     const r = await runCli('inventory', 'validate', '-i', file);
     expect(r.code).toBe(0);
     expect(r.stderr).toContain('W_QUORUM_EVEN');
     expect(r.stderr).toContain('W_BMC_PLAINTEXT');
+    expect(r.stderr).not.toContain('E_BMC_PLAIN_HTTP');
+  });
+
+  it('warns when insecure_http is set on a BMC it does not concern', async () => {
+    const file = copyInventory(MULTI);
+    const text = readFileSync(file, 'utf8').replace(
+      "'redfish+https://10.1.1.22/redfish/v1/Systems/1'\n",
+      "'redfish+https://10.1.1.22/redfish/v1/Systems/1'\n      insecure_http: true\n",
+    );
+    writeFileSync(file, text);
+    const r = await runCli('inventory', 'validate', '-i', file);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toMatch(new RegExp(`:${lineOf(text, 'insecure_http')}:\\d+: warning W_BMC_INSECURE_HTTP_UNUSED`));
   });
 
   it('gives machine-readable results with --json', async () => {

@@ -608,7 +608,7 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
         process.exitCode = undefined;
 
         await asControllers(async () => {
-          const within = await lab.deploy({ services: 'memcached', roles: dir, failureBudget: '50' });
+          const within = await lab.deploy({ services: 'memcached', roles: dir, maxFailPercent: 50 });
           expect(within.report?.ok).toBe(false);
           expect(within.report?.aborted).toBeUndefined();
           expect(within.report?.failures).toHaveLength(1);
@@ -619,7 +619,7 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
           expect(within.text).toMatch(/deploy FAILED in [\d.]+ s: 0 change\(s\), failures: 1/);
 
           // The same failure with no budget: the step's apply phase never starts, on any node.
-          const over = await lab.deploy({ services: 'memcached', roles: dir, failureBudget: '0' });
+          const over = await lab.deploy({ services: 'memcached', roles: dir, maxFailPercent: 0 });
           expect(over.text).toMatch(
             /aborted before step 1 \(looking at the nodes\): failure budget exceeded by Controller \(1\/2\)/,
           );
@@ -645,7 +645,7 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
       writeFileSync(knownHosts, lines.join('\n'));
       try {
         await asControllers(async () => {
-          const { report, text } = await lab.deploy({ services: 'memcached', roles: roles(), failureBudget: '50' });
+          const { report, text } = await lab.deploy({ services: 'memcached', roles: roles(), maxFailPercent: 50 });
           expect(report?.failures).toHaveLength(1);
           const f = report!.failures[0]!;
           expect(f).toMatchObject({ node: 'cmp-0', path: 'step 2/cmp-0/observe' });

@@ -76,10 +76,10 @@ export function deployLab(name: string, prefix: string, offset: number, options:
     },
     topology: options.topology ?? '1ctl-1comp',
     prefix,
-    bmcPort: String(options.bmcPort ?? 18600 + 2 * offset + (process.pid % 150)),
+    bmcPort: options.bmcPort ?? 18600 + 2 * offset + (process.pid % 150),
     registry,
     registryContainer: `stackctl-${name}-registry`,
-    timeout: '60',
+    timeout: 60,
   };
   const labDeps = () => ({ engine: engine!, bin });
   const ctlAddress = `${prefix}.24.10`;

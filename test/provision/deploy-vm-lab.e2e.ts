@@ -67,12 +67,12 @@ describe('stackctl deploy on a VM lab: powered-off node -> provisioned -> memcac
     name: NAME,
     inventory,
     topology: '1ctl-1comp',
-    nodes: '1',
+    nodes: 1,
     prefix: PREFIX,
-    bmcPort: String(BMC_PORT),
+    bmcPort: BMC_PORT,
     registry: REGISTRY,
     registryContainer: `stackctl-${NAME}-registry`,
-    timeout: '60',
+    timeout: 60,
   };
   const timings: string[] = [];
   const serial = (): string => {
@@ -83,7 +83,7 @@ describe('stackctl deploy on a VM lab: powered-off node -> provisioned -> memcac
     let text = '';
     const t0 = Date.now();
     const report = await runDeploy(
-      { inventory, services: 'memcached', ramdisk: RAMDISK_DIR, image: TEST_HOST_IMAGE_DIR, ...extra },
+      { inventory, services: 'memcached', ramdisk: RAMDISK_DIR, hostImage: TEST_HOST_IMAGE_DIR, ...extra },
       { write: (t) => void (text += t), tty: false },
     );
     return { report, text, s: (Date.now() - t0) / 1000 };

@@ -1,6 +1,7 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
+import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RemoteError } from '../../src/core/errors.js';
 import { Secret } from '../../src/core/secret.js';
@@ -172,6 +173,77 @@ describe('Docker over the pooled SSH connection', () => {
       hint: expect.any(String),
     });
   });
+
+  it('keeps answering after many streamed answers at once: no channel is left holding a slot', async () => {
+    // Logs and exec answers end with their connection; 12 at once, three times over, is more than the
+    // 8 channels the engine keeps: a channel not read to its end would hold its slot for ever.
+    const busy = `${name}-busy`;
+    await engine.createContainer({
+      name: busy,
+      image: IMAGE,
+      command: ['sh', '-c', 'echo ready; exec sleep 300'],
+      labels: { [LABEL]: '1' },
+      restart: 'no',
+    });
+    await engine.startContainer(busy);
+    const bounded = <T>(p: Promise<T>, what: string): Promise<T> =>
+      Promise.race([
+        p,
+        new Promise<never>((_, reject) =>
+          setTimeout(() => reject(new Error(`${what}: no answer within 30 s`)), 30_000),
+        ),
+      ]);
+    // watch the http agents' own books (the engine's agent is private): sockets lent out and not given back
+    const agents = new Set<http.Agent>();
+    const addRequest = Object.getOwnPropertyDescriptor(http.Agent.prototype, 'addRequest')!;
+    Object.defineProperty(http.Agent.prototype, 'addRequest', {
+      ...addRequest,
+      value(this: http.Agent, ...args: unknown[]) {
+        agents.add(this);
+        return (addRequest.value as (...a: unknown[]) => unknown).apply(this, args);
+      },
+    });
+    const held = (): number => [...agents].reduce((n, a) => n + Object.values(a.sockets).flat().length, 0);
+    try {
+      for (let round = 1; round <= 3; round++) {
+        const logs = await bounded(
+          Promise.all(Array.from({ length: 12 }, () => engine.logs(busy, { tail: 5 }))),
+          `round ${round}: 12 logs at once`,
+        );
+        expect(logs.every((l) => l.stdout.includes('ready'))).toBe(true);
+        const execs = await bounded(
+          Promise.all(
+            Array.from({ length: 12 }, (_, i) =>
+              engine.exec(busy, ['sh', '-c', `sleep 1; echo n${i}`], { timeoutMs: 20_000 }),
+            ),
+          ),
+          `round ${round}: 12 execs at once`,
+        );
+        expect(execs.map((e) => e.stdout.trim())).toEqual(Array.from({ length: 12 }, (_, i) => `n${i}`));
+        // commands past their deadline: the engine gives up on them, and must give their channels back too
+        const late = await bounded(
+          Promise.all(
+            Array.from({ length: 3 }, () =>
+              engine.exec(busy, ['sleep', '5'], { timeoutMs: 1000 }).then(
+                () => 'answered',
+                (e: Error) => e.message,
+              ),
+            ),
+          ),
+          `round ${round}: 3 execs past their deadline`,
+        );
+        expect(late.every((m) => m !== 'answered')).toBe(true);
+      }
+      // every answer is complete: within a few seconds every channel is closed or idle in the pool
+      const until = Date.now() + 5_000;
+      while (held() > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
+      expect(held()).toBe(0);
+    } finally {
+      Object.defineProperty(http.Agent.prototype, 'addRequest', addRequest);
+    }
+    expect((await bounded(engine.inspectContainer(busy), 'inspect after the rounds'))?.state.running).toBe(true);
+    await engine.removeContainer(busy, { force: true });
+  }, 240_000);
 
   it('falls back to docker system dial-stdio when sshd forbids stream-local forwarding', async () => {
     const strict = await startSshd({ extraConfig: 'AllowStreamLocalForwarding no' });

@@ -97,6 +97,42 @@ describe('SshPool exec', () => {
     expect((await pool.exec(target, ['true'], { timeoutMs: 5000 })).code).toBe(0);
   });
 
+  it('gives up on a channel sshd does not open within its deadline, and the connection serves again once sshd does', async () => {
+    const quick = new SshPool({
+      knownHostsFile: sshd.knownHostsFile,
+      privateKeyFile: sshd.clientKeyFile,
+      channelOpenTimeoutMs: 1000,
+      keepAliveMs: 600_000,
+    });
+    const stopped: number[] = [];
+    try {
+      expect((await quick.exec(target, ['true'], { timeoutMs: 5000 })).code).toBe(0);
+      // Stop the sshd processes serving the connections (the listener keeps running): a hung sshd.
+      for (const p of sshd.sessionProcesses()) {
+        process.kill(p.pid, 'SIGSTOP');
+        stopped.push(p.pid);
+      }
+      const started = Date.now();
+      const err = await failure(() => quick.exec(target, ['true'], { timeoutMs: 5000 }));
+      const elapsed = Date.now() - started;
+      expect(err).toBeInstanceOf(TimeoutError);
+      expect(err).toMatchObject({ code: 'E_SSH_CHANNEL_TIMEOUT', details: { node: 'test-node', timeoutMs: 1000 } });
+      expect(err.message).toMatch(/^test-node \(root@\[127\.0\.0\.1\]:\d+\): sshd did not open a command channel/);
+      expect(elapsed).toBeGreaterThanOrEqual(1000);
+      expect(elapsed).toBeLessThan(3000);
+      for (const pid of stopped.splice(0)) process.kill(pid, 'SIGCONT');
+      // The channel sshd opens late is closed; no session slot was lost: more commands than MaxSessions go through.
+      const all = await Promise.all(
+        Array.from({ length: 12 }, () => quick.exec(target, 'sleep 0.1; echo ok', { timeoutMs: 10_000 })),
+      );
+      expect(all.every((r) => r.stdout === 'ok\n')).toBe(true);
+      expect(quick.size).toBe(1);
+    } finally {
+      for (const pid of stopped) process.kill(pid, 'SIGCONT');
+      await quick.close();
+    }
+  });
+
   it('waits for a session slot rather than exceeding sshd MaxSessions', async () => {
     const r = await Promise.all(
       Array.from({ length: 25 }, () => pool.exec(target, 'sleep 0.2; echo ok', { timeoutMs: 20_000 })),

@@ -6,7 +6,7 @@
  * bench/remote.ts, so it imports nothing test-only.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -71,6 +71,11 @@ export interface TestSshd {
   connections(): number;
   /** sshd's log so far (-e: it logs to stderr). */
   log(): string;
+  /**
+   * Processes this sshd started for its connections (per-connection sshd, shells, sftp-server), found
+   * by walking /proc from the listener: tests stop and continue them to play a hung peer.
+   */
+  sessionProcesses(): { pid: number; comm: string }[];
   stop(): Promise<void>;
   /** Stop and start again on the same port, optionally with another host key. */
   restart(hostKeyFile?: string): Promise<void>;
@@ -104,6 +109,35 @@ function establishedTo(port: number): number {
       const f = l.trim().split(/\s+/);
       return f[1]?.endsWith(`:${hex}`) && f[3] === '01';
     }).length;
+}
+
+/** Every process below `root` in the process tree, from /proc. */
+export function descendantsOf(root: number): { pid: number; comm: string }[] {
+  const procs: { pid: number; ppid: number; comm: string }[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+    } catch {
+      continue; // gone meanwhile
+    }
+    // pid (comm) state ppid ...: comm may hold spaces and parentheses, so cut at the last ')'.
+    const close = stat.lastIndexOf(')');
+    const comm = stat.slice(stat.indexOf('(') + 1, close);
+    const ppid = Number(stat.slice(close + 2).split(' ')[1]);
+    procs.push({ pid: Number(name), ppid, comm });
+  }
+  const found: { pid: number; comm: string }[] = [];
+  const parents = [root];
+  while (parents.length) {
+    const p = parents.pop()!;
+    for (const c of procs.filter((x) => x.ppid === p)) {
+      found.push({ pid: c.pid, comm: c.comm });
+      parents.push(c.pid);
+    }
+  }
+  return found;
 }
 
 /** Start sshd as described at the top of this file. */
@@ -184,6 +218,7 @@ export async function startSshd(
     knownHostsFile: join(dir, 'known_hosts'),
     connections: () => establishedTo(port),
     log: () => log,
+    sessionProcesses: () => (child?.pid ? descendantsOf(child.pid) : []),
     stop,
     async restart(newKey?: string) {
       await stop();

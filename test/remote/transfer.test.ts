@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TimeoutError } from '../../src/core/errors.js';
 import { recordHostKey } from '../../src/remote/known-hosts.js';
 import { SshPool, type SshTarget } from '../../src/remote/ssh.js';
 import { SftpTransfer } from '../../src/remote/transfer.js';
@@ -26,6 +27,47 @@ afterAll(async () => {
 });
 
 describe('SFTP transfer', () => {
+  it('fails a request sftp-server does not answer within its deadline, and the next transfer gets a new session', async () => {
+    const quick = new SshPool({
+      knownHostsFile: sshd.knownHostsFile,
+      privateKeyFile: sshd.clientKeyFile,
+      sftpRequestTimeoutMs: 1000,
+    });
+    const stopped: number[] = [];
+    try {
+      const t = new SftpTransfer(quick);
+      const dest = join(sshd.dir, 'remote', 'frozen', 'f.conf');
+      await t.upload(target, { data: 'one\n' }, dest);
+      // Freeze the sftp-server that serves this session (a hung disk or a stopped process on a node).
+      const before = new Set(stopped);
+      for (const p of sshd.sessionProcesses().filter((x) => x.comm === 'sftp-server' && !before.has(x.pid))) {
+        process.kill(p.pid, 'SIGSTOP');
+        stopped.push(p.pid);
+      }
+      expect(stopped.length).toBeGreaterThan(0);
+      const started = Date.now();
+      const err = await t.upload(target, { data: 'two\n' }, dest).catch((e: unknown) => e);
+      const elapsed = Date.now() - started;
+      expect(err).toBeInstanceOf(TimeoutError);
+      expect(err).toMatchObject({ code: 'E_SFTP_TIMEOUT', details: { node: 'test-node', timeoutMs: 1000 } });
+      expect((err as TimeoutError).message).toMatch(/^test-node \(root@\[127\.0\.0\.1\]:\d+\): SFTP \w+ \//);
+      expect((err as TimeoutError).hint).toBeTruthy();
+      expect(elapsed).toBeGreaterThanOrEqual(1000);
+      expect(elapsed).toBeLessThan(3000);
+      // The old sftp-server is still stopped; the next upload opens a new session and goes through.
+      await t.upload(target, { data: 'three\n' }, dest);
+      expect(readFileSync(dest, 'utf8')).toBe('three\n');
+      // Neither did the stuck session use up the connection's session slots.
+      const all = await Promise.all(
+        Array.from({ length: 12 }, () => quick.exec(target, ['true'], { timeoutMs: 10_000 })),
+      );
+      expect(all.every((r) => r.code === 0)).toBe(true);
+    } finally {
+      for (const pid of stopped) process.kill(pid, 'SIGCONT');
+      await quick.close();
+    }
+  });
+
   it('creates parent folders and applies the mode and owner', async () => {
     const dest = join(sshd.dir, 'remote', 'a', 'b', 'secret.conf');
     const n = await files.upload(target, { data: 'password=x\n' }, dest, { mode: 0o600, owner: { uid: 0, gid: 0 } });

@@ -118,7 +118,7 @@ describe('stackctl nodes trust', () => {
 
   it('reports an unreachable node and carries on with the others', async () => {
     const inv = loopbackInventory();
-    const r = await trust({}, '-i', inv, '--all', '--ssh-port', String(sshd.port), '--yes', '--timeout', '3000');
+    const r = await trust({}, '-i', inv, '--all', '--ssh-port', String(sshd.port), '--yes', '--timeout', '3');
     expect(r.code).toBe(5);
     expect(r.stdout).toMatch(/cmp-0\s+\[127\.0\.0\.2\]:\d+.*FAILED E_SSH_UNREACHABLE/);
     expect(r.stdout).toContain(sshKeygenFingerprint(sshd.hostKeyFile));

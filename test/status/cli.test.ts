@@ -18,6 +18,6 @@ describe('stackctl status: input checks', () => {
     expect(bad.stderr).toContain("error E_UNKNOWN_SERVICE: service 'nova-cells' is not part of this cloud's plan");
     const t = await runCli('status', '-i', inv, '--timeout', '1');
     expect(t.code).toBe(ExitCode.USAGE);
-    expect(t.stderr).toContain('--timeout must be a whole number from 5 to 3600');
+    expect(t.stderr).toContain('--timeout must be a whole number of seconds from 5 to 3600');
   });
 });

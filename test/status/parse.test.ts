@@ -6,12 +6,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { evaluateGalera, galeraMember, parseVariables } from '../../src/status/galera.js';
-import {
-  evaluateOpenStack,
-  novaExpectation,
-  parseComputeServices,
-  parseHypervisors,
-} from '../../src/status/openstack.js';
+import { evaluateOpenStack, novaExpectation } from '../../src/status/openstack.js';
+import { parseComputeServices, parseHypervisors } from '../../src/status/openstack-client.js';
 import { evaluateRabbit, rabbitMember } from '../../src/status/rabbitmq.js';
 
 import { catalog } from '../helpers/plan.js';

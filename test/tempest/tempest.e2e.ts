@@ -102,7 +102,7 @@ describe('Tempest smoke tests against the lab cloud', () => {
   it('passes every selected identity, compute and image smoke test', async () => {
     const t0 = Date.now();
     const summary = await runTempest(
-      { workspace, concurrency: '2' },
+      { workspace, concurrency: 2 },
       { write: (t) => void process.stderr.write(t), echo: (t) => void process.stderr.write(t) },
     ).catch((err: unknown) => {
       throw err instanceof Error

@@ -33,13 +33,13 @@ export async function buildTargetImages(registryPort: number, target: Release = 
   return (Date.now() - t0) / 1000;
 }
 
-/** The plan's phases (`upgrade --plan --json`) and the ids of those with an API outage by design. */
+/** The plan's phases (`upgrade --dry-run --json`) and the ids of those with an API outage by design. */
 export async function upgradePlan(
   inventory: string,
   args: readonly string[],
 ): Promise<{ phases: UpgradePhase[]; declared: string[] }> {
-  const planned = await runCli('upgrade', '-i', inventory, ...args, '--plan', '--json');
-  if (planned.code !== 0) throw new Error(`upgrade --plan failed: ${planned.stderr}`);
+  const planned = await runCli('upgrade', '-i', inventory, ...args, '--dry-run', '--json');
+  if (planned.code !== 0) throw new Error(`upgrade --dry-run failed: ${planned.stderr}`);
   const phases = (JSON.parse(planned.stdout) as { phases: UpgradePhase[] }).phases;
   const declared = phases.filter((p) => p.availability !== undefined && p.availability !== 'rolling').map((p) => p.id);
   return { phases, declared };

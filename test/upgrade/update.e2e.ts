@@ -375,7 +375,11 @@ describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', 
     const mainRun = records
       .filter((r) => r.type === 'run.start' && r.command === 'upgrade' && r.mode === 'new')
       .at(-1)!.run;
-    const earlier = new Set(records.filter((r) => r.run !== mainRun).map((r) => r.run));
+    // (the journal is the deploy's too: the lab's first deploy is a run of its own, ended well)
+    const upgradeRuns = new Set(
+      records.filter((r) => r.type === 'run.start' && r.command === 'upgrade').map((r) => r.run),
+    );
+    const earlier = new Set(records.filter((r) => r.run !== mainRun && upgradeRuns.has(r.run)).map((r) => r.run));
     const refusedRuns = records.filter((r) => r.type === 'run.end' && !r.ok).map((r) => r.run);
     expect([...earlier].sort()).toEqual([...refusedRuns].sort());
     const journal = records.filter((r) => r.run === mainRun);

@@ -185,8 +185,13 @@ export class IpmiDriver implements BmcDriver {
     return session;
   }
 
-  /** Run `fn` in a session: reuse a fresh one, replace a stale one, and retry once if a reused one went silent. */
-  async #withSession<T>(fn: (s: IpmiSession) => Promise<T>): Promise<T> {
+  /**
+   * Run `fn` in a session: reuse a fresh one, replace a stale one, and retry once if a reused one went silent.
+   * With `once` (a command that must not be carried out twice, like a power cycle), `fn` is never run again:
+   * when its answers are lost the BMC may well have acted, and a new session would make it act a second time.
+   * A reused session is checked with a harmless read first instead, so a BMC that forgot it still gets a fresh one.
+   */
+  async #withSession<T>(fn: (s: IpmiSession) => Promise<T>, opts: { once?: boolean } = {}): Promise<T> {
     if (!this.#validated) {
       this.validate();
       this.#validated = true;
@@ -216,15 +221,29 @@ export class IpmiDriver implements BmcDriver {
       if (this.#session === pending) this.#session = undefined;
       throw err;
     }
+    if (reused && opts.once) {
+      try {
+        await session.command('Get Chassis Status', NetFn.CHASSIS, Command.GET_CHASSIS_STATUS, Buffer.alloc(0));
+      } catch (err) {
+        if (!(err instanceof TimeoutError)) throw err;
+        session = await this.#reopen(pending);
+      }
+      reused = false;
+    }
     try {
       return await fn(session);
     } catch (err) {
       if (!(err instanceof TimeoutError) || !reused) throw err;
       // NOTE: a BMC that rebooted or expired our session ignores its packets; one fresh session tells the two apart.
-      if (this.#session === pending) this.#session = undefined;
-      this.#session ??= this.#openSession();
-      return fn(await this.#session);
+      return fn(await this.#reopen(pending));
     }
+  }
+
+  /** A new session in place of `stale` (shared with concurrent callers that replaced it already). */
+  #reopen(stale: Promise<IpmiSession>): Promise<IpmiSession> {
+    if (this.#session === stale) this.#session = undefined;
+    this.#session ??= this.#openSession();
+    return this.#session;
   }
 
   /** ASF presence ping: true when something answering as an IPMI BMC is there (no credentials used). */
@@ -247,12 +266,12 @@ export class IpmiDriver implements BmcDriver {
     });
   }
 
-  #control(name: string, action: number): Promise<void> {
+  #control(name: string, action: number, opts: { once?: boolean } = {}): Promise<void> {
     return this.#withSession(async (s) => {
       await s.command(name, NetFn.CHASSIS, Command.CHASSIS_CONTROL, Buffer.from([action]), {
         privilege: Privilege.OPERATOR,
       });
-    });
+    }, opts);
   }
 
   powerOn(): Promise<void> {
@@ -267,14 +286,28 @@ export class IpmiDriver implements BmcDriver {
     return this.#control('Chassis Control (soft shutdown)', ChassisAction.SOFT_SHUTDOWN);
   }
 
+  /**
+   * Power cycle, carried out once: retransmissions keep the request's sequence number (rqSeq), from which
+   * the BMC recognises a duplicate and answers it without cycling again, and the command is never re-sent
+   * in a new session (see #withSession).
+   */
   async powerCycle(): Promise<void> {
     try {
-      await this.#control('Chassis Control (power cycle)', ChassisAction.POWER_CYCLE);
+      await this.#control('Chassis Control (power cycle)', ChassisAction.POWER_CYCLE, { once: true });
     } catch (err) {
       // NOTE: the spec lets a BMC refuse a power cycle while off (D5h); the operator meant "make it boot".
       if (err instanceof RemoteError && err.code === 'E_IPMI_INVALID_STATE' && (await this.powerState()) === 'off') {
         await this.powerOn();
         return;
+      }
+      if (err instanceof TimeoutError) {
+        throw new TimeoutError(err.code, err.message, {
+          hint:
+            'The BMC may have power-cycled the machine and only its answer been lost, so stackctl did not send the ' +
+            'command again. Look at the machine (power state, console) before asking for another cycle.',
+          cause: err,
+          details: err.details,
+        });
       }
       throw err;
     }

@@ -204,11 +204,21 @@ export class IpmiTransport {
     }
   }
 
-  /** Send a datagram without waiting for an answer (e.g. a RAKP 3 that reports an error). */
+  /**
+   * Send a datagram that expects no answer (e.g. a RAKP 3 that reports an error). Resolves once
+   * the socket has handed it to the kernel, so a close() right after cannot swallow it: dgram sends
+   * only after a lookup step on the next tick, and a socket closed before then drops the datagram.
+   */
   async send(peer: Peer, datagram: Buffer): Promise<void> {
     const socket = await this.#bound();
     const ip = await this.#resolve(peer.host);
-    this.#send(socket, datagram, ip, peer.port);
+    await new Promise<void>((resolve) =>
+      socket.send(datagram, peer.port, ip, (err) => {
+        if (err) this.counters.sendErrors += 1;
+        else this.counters.sent += 1;
+        resolve();
+      }),
+    );
   }
 
   #send(socket: Socket, datagram: Buffer, ip: string, port: number): void {

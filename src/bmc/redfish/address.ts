@@ -5,7 +5,7 @@ import { InputError } from '../../core/errors.js';
 export const REDFISH_SCHEMES = {
   /** HTTPS with certificate verification: the production form. */
   'redfish+https:': 'https',
-  /** Plain HTTP: lab only, the driver warns each time it connects. */
+  /** Plain HTTP: loopback (the lab), or with the target's explicit `insecureHttp`; the driver warns when it connects. */
   'redfish+http:': 'http',
 } as const satisfies Readonly<Record<string, 'http' | 'https'>>;
 
@@ -39,7 +39,7 @@ export function parseRedfishAddress(node: string, raw: string): RedfishAddress {
   const a = parseBmcAddressFor(node, raw, 'E_REDFISH_ADDRESS');
   const fail = (why: string): never => {
     throw new InputError('E_REDFISH_ADDRESS', `node ${node}: BMC address '${redactUserinfo(raw)}' ${why}`, {
-      hint: 'Write the address as redfish+https://host[:port]/redfish/v1/Systems/ID (or redfish+http://… in a lab).',
+      hint: 'Write the address as redfish+https://host[:port]/redfish/v1/Systems/ID (or redfish+http://127.0.0.1… in a lab).',
       details: { node, address: redactUserinfo(raw) },
     });
   };

@@ -1,4 +1,5 @@
 import { setTimeout as delay } from 'node:timers/promises';
+import { isLoopbackHost } from '../../core/bmc-address.js';
 import { InputError } from '../../core/errors.js';
 import type { BmcDriver, BmcIdentity, BmcTarget, BootDevice, BootOptions, BootSetting, PowerState } from '../driver.js';
 import { parseRedfishAddress, type RedfishAddress } from './address.js';
@@ -120,6 +121,18 @@ export class RedfishDriver implements BmcDriver {
   #check(): { address: RedfishAddress; ca: string | undefined } {
     const { node, username, password, caBundle, insecure } = this.target;
     const address = parseRedfishAddress(node, this.target.address);
+    if (address.protocol === 'http' && !isLoopbackHost(address.host) && !this.target.insecureHttp) {
+      throw new InputError(
+        'E_REDFISH_PLAIN_HTTP',
+        `node ${node}: ${address.raw} would send the BMC credentials in clear text to ${address.host}`,
+        {
+          hint:
+            'Use redfish+https. If this BMC truly has no HTTPS, set insecure_http: true in its inventory bmc entry; ' +
+            'anyone on the path can then read the BMC password.',
+          details: { node, address: address.raw },
+        },
+      );
+    }
     if (username.trim() === '' || password.empty) {
       throw new InputError('E_REDFISH_CREDENTIALS', `node ${node}: the Redfish BMC needs a user name and a password`, {
         hint: "Set the node's bmc credentials entry in the secrets file.",

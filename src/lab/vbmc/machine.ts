@@ -19,6 +19,9 @@ export interface MachineBackend {
   getBootDevice(): Promise<BootSetting>;
 }
 
+/** A change of an in-memory machine's power: switched on, switched off, or reset while on. */
+export type PowerTransition = 'on' | 'off' | 'reset';
+
 /** Options of an in-memory machine. */
 export interface InMemoryMachineOptions {
   readonly name: string;
@@ -41,6 +44,8 @@ export class InMemoryMachine implements MachineBackend {
   boots = 0;
   /** The boot device used by the last boot. */
   lastBootDevice: BootSetting['device'] = 'none';
+  /** Every power change, in order (a power cycle shows as `off`, `on`); requests that change nothing are not listed. */
+  readonly transitions: PowerTransition[] = [];
 
   constructor(options: InMemoryMachineOptions) {
     this.name = options.name;
@@ -55,16 +60,19 @@ export class InMemoryMachine implements MachineBackend {
   async powerOn(): Promise<void> {
     if (this.#power === 'on') return;
     this.#power = 'on';
+    this.transitions.push('on');
     this.#boot_();
   }
   async powerOff(): Promise<void> {
+    if (this.#power === 'on') this.transitions.push('off');
     this.#power = 'off';
   }
   async softOff(): Promise<void> {
-    this.#power = 'off';
+    await this.powerOff();
   }
   async reset(): Promise<void> {
     if (this.#power === 'off') return;
+    this.transitions.push('reset');
     this.#boot_();
   }
   async setBootDevice(device: BootDevice | 'none', persistent: boolean, uefi: boolean): Promise<void> {

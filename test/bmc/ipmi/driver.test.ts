@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { AuthError, RemoteError, TimeoutError } from '../../../src/core/errors.js';
 import { IpmiDriver } from '../../../src/bmc/ipmi/driver.js';
+import { Command, NetFn } from '../../../src/bmc/ipmi/message.js';
 import { Privilege } from '../../../src/bmc/ipmi/privilege.js';
 import { IpmiTransport, droppedTotal } from '../../../src/bmc/ipmi/transport.js';
 import { IpmiBmcServer } from '../../../src/lab/vbmc/ipmi/server.js';
@@ -19,6 +20,11 @@ async function lab(
   const bmc = await startLabBmc(name, ...args);
   cleanups.push(() => bmc.server.close());
   return bmc;
+}
+
+/** Wait up to 500 ms for `done` (the BMC handles datagrams in a later turn of the event loop). */
+async function until(done: () => boolean): Promise<void> {
+  for (let i = 0; i < 50 && !done(); i++) await new Promise((r) => setTimeout(r, 10));
 }
 
 function driverFor(bmc: LabBmc, options: ConstructorParameters<typeof IpmiDriver>[1] = {}): IpmiDriver {
@@ -115,8 +121,8 @@ describe('IpmiDriver against the virtual BMC', () => {
     const auth = err as AuthError;
     expect(auth.message).toMatch(/^authentication failed for node n1 at ipmi:\/\/127\.0\.0\.1:\d+/);
     expect(auth.hint).toMatch(/did not retry/);
-    await new Promise((r) => setTimeout(r, 30)); // the RAKP 3 error notice is not awaited by anyone
     // auth caps + cipher suites + open session + RAKP 1 + RAKP 3 (error notice): one attempt only
+    await until(() => bmc.server.counters.received >= 5); // the BMC reads it in a later turn of the event loop
     expect(bmc.server.counters.received).toBe(5);
     await expect(d.powerOn()).rejects.toBe(auth);
     expect(bmc.server.counters.received).toBe(5);
@@ -124,6 +130,19 @@ describe('IpmiDriver against the virtual BMC', () => {
     for (const text of [auth.message, auth.hint ?? '', JSON.stringify(auth), String(auth.stack)]) {
       expect(text).not.toContain('wrong-password');
     }
+  });
+
+  it('the RAKP 3 error notice reaches the BMC even when the driver is closed right after the failure', async () => {
+    const bmc = await lab('n1', {}, 'wrong-password');
+    const d = new IpmiDriver(bmc.target, { timeoutMs: 500 }); // owns its transport: close() closes the socket
+    const err = await d.powerState().catch((e: unknown) => e);
+    await d.close();
+    expect(err).toBeInstanceOf(AuthError);
+    // The BMC heard the notice: five datagrams, and it let go of the half-open session at once.
+    await until(() => bmc.server.sessionCount === 0);
+    expect(bmc.server.counters.received).toBe(5);
+    expect(bmc.server.sessionCount).toBe(0);
+    expect(d.counters.sent).toBe(5);
   });
 
   it('an unknown user is refused by the BMC (RAKP 2 unauthorized name) as an AuthError', async () => {
@@ -214,6 +233,47 @@ describe('IpmiDriver against the virtual BMC', () => {
     expect(c.dropped.replay + c.dropped.unsolicited + c.dropped.unexpected).toBeGreaterThan(0);
     expect(droppedTotal(c)).toBeGreaterThan(20);
     expect(c.retransmits).toBe(0);
+  });
+
+  it('a power cycle whose answer is lost is retransmitted, and the machine cycles exactly once', async () => {
+    const lose = { netFn: NetFn.CHASSIS, cmd: Command.CHASSIS_CONTROL, count: 1 };
+    const bmc = await lab('n1', { faults: { loseReplies: lose } });
+    await bmc.machine.powerOn();
+    const d = driverFor(bmc, { timeoutMs: 100, retries: 3 });
+    await d.powerCycle();
+    expect(lose.count).toBe(0); // the first answer was lost...
+    expect(d.counters.retransmits).toBe(1); // ...so the request went out again
+    // The retransmission kept its rqSeq, the BMC knew it for a duplicate and answered from the first execution.
+    expect(bmc.machine.transitions).toEqual(['on', 'off', 'on']);
+  });
+
+  it('a power cycle in a reused session that never answers is not sent again in a new session', async () => {
+    const lose = { netFn: NetFn.CHASSIS, cmd: Command.CHASSIS_CONTROL, count: 1000 };
+    const bmc = await lab('n1', { faults: { loseReplies: lose } });
+    await bmc.machine.powerOn();
+    const d = driverFor(bmc, { timeoutMs: 60, retries: 2 });
+    expect(await d.powerState()).toBe('on'); // the session the cycle reuses
+    const err = await d.powerCycle().catch((e: unknown) => e);
+    expect(bmc.machine.transitions).toEqual(['on', 'off', 'on']);
+    expect(err).toBeInstanceOf(TimeoutError);
+    expect(err).toMatchObject({ code: 'E_IPMI_TIMEOUT', details: { node: 'n1' } });
+    expect((err as TimeoutError).message).toMatch(/Chassis Control \(power cycle\)/);
+    expect((err as TimeoutError).hint).toMatch(/did not send the command again/);
+    expect(bmc.server.sessionCount).toBe(1); // no second session was opened
+  });
+
+  it('a power cycle after the BMC forgot the reused session gets a fresh session and cycles once', async () => {
+    const bmc = await lab('n1');
+    await bmc.machine.powerOn();
+    const d = driverFor(bmc, { timeoutMs: 80, retries: 1 });
+    expect(await d.powerState()).toBe('on');
+    await bmc.server.close();
+    const again = new IpmiBmcServer({ backend: bmc.machine, username: 'admin', password: bmc.target.password });
+    await again.listen({ host: '127.0.0.1', port: bmc.port });
+    cleanups.push(() => again.close());
+    await d.powerCycle();
+    expect(bmc.machine.transitions).toEqual(['on', 'off', 'on']);
+    expect(again.counters.dropped.unknownSession).toBeGreaterThan(0); // the check in the old session went unanswered
   });
 
   it('re-establishes a session once when the BMC forgot it (BMC restarted)', async () => {

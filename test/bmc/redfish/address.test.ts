@@ -120,6 +120,16 @@ describe('RedfishDriver.validate', () => {
       overrides: { address: 'redfish+ftp://x/redfish/v1/Systems/1' },
       code: 'E_REDFISH_ADDRESS',
     },
+    {
+      scenario: 'plain HTTP to a BMC off loopback',
+      overrides: { address: 'redfish+http://10.1.0.11/redfish/v1/Systems/1' },
+      code: 'E_REDFISH_PLAIN_HTTP',
+    },
+    {
+      scenario: 'plain HTTP to a BMC named by host name',
+      overrides: { address: 'redfish+http://bmc-3.example.net:8000/redfish/v1/Systems/1', insecureHttp: false },
+      code: 'E_REDFISH_PLAIN_HTTP',
+    },
     { scenario: 'an empty password', overrides: { password: new Secret('') }, code: 'E_REDFISH_CREDENTIALS' },
     { scenario: 'an empty user name', overrides: { username: ' ' }, code: 'E_REDFISH_CREDENTIALS' },
     {
@@ -129,6 +139,18 @@ describe('RedfishDriver.validate', () => {
     },
   ])('rejects $scenario', ({ overrides, code }) => {
     expect(() => make(overrides).validate()).toThrow(expect.objectContaining({ code }));
+  });
+
+  it.each([
+    { scenario: 'to 127.0.0.1', overrides: { address: 'redfish+http://127.0.0.1:8000/redfish/v1/Systems/1' } },
+    { scenario: 'to ::1', overrides: { address: 'redfish+http://[::1]:8000/redfish/v1/Systems/1' } },
+    { scenario: 'to localhost', overrides: { address: 'redfish+http://localhost:8000/redfish/v1/Systems/1' } },
+    {
+      scenario: 'off loopback with the explicit opt-in',
+      overrides: { address: 'redfish+http://10.1.0.11/redfish/v1/Systems/1', insecureHttp: true },
+    },
+  ])('accepts plain HTTP $scenario', ({ overrides }) => {
+    expect(() => make(overrides).validate()).not.toThrow();
   });
 
   it('rejects a CA bundle file without a certificate', () => {

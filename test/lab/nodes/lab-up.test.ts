@@ -42,10 +42,10 @@ describe('stackctl lab up --kind container --topology 1ctl-1comp (real dockerd)'
     inventory,
     topology: '1ctl-1comp',
     prefix: '10.97',
-    bmcPort: String(BMC_PORT),
+    bmcPort: BMC_PORT,
     registry: REGISTRY,
     registryContainer: `stackctl-${NAME}-registry`,
-    timeout: '60',
+    timeout: 60,
   };
   const deps = () => ({ engine, bin });
   const ssh = (addr: string, command: string) =>

@@ -29,7 +29,7 @@ import {
 import { CLOUD_IMAGES, deployLab } from '../lab.js';
 
 const REGISTRY_PORT = 15001;
-const lab = deployLab('ha', '10.94', 900, { topology: '3ctl-2comp', registryPort: REGISTRY_PORT, bmcPort: 16230 });
+const lab = deployLab('ha', '10.94', 900, { topology: '3ctl-2comp', registryPort: REGISTRY_PORT, bmcPort: 16830 });
 const SERVICES = 'haproxy,keepalived,mariadb,rabbitmq,memcached,keystone';
 const CONTROLLERS = ['ctl-0', 'ctl-1', 'ctl-2'];
 const VIP = `${lab.prefix}.20.250`;
@@ -554,7 +554,7 @@ describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () =
       const t1 = Date.now();
       let text = '';
       const report = await runUpgrade(
-        { inventory: lab.inventory, to: 'zed-update', batch: '1' },
+        { inventory: lab.inventory, to: 'zed-update', batch: 1 },
         { write: (t) => void (text += t), tty: false },
       );
       timings.push(['upgrade --to zed-update --batch 1 (3 controllers, 2 computes)', seconds(t1)]);

@@ -109,6 +109,11 @@ export interface VbmcFaults {
   busyAnswers?: number;
   /** Drop this many datagrams silently before answering (a lossy network). */
   dropDatagrams?: number;
+  /**
+   * Carry out in-session commands of this kind but lose `count` of their answers (the network lost the
+   * reply after the BMC acted). A retransmission of the same request is answered again, not executed again.
+   */
+  loseReplies?: { readonly netFn: number; readonly cmd: number; count: number };
 }
 
 /** Where a virtual BMC listens. */
@@ -510,6 +515,8 @@ export class IpmiBmcServer {
     if (!req) return this.#drop(DropReason.MALFORMED);
     const key = `${req.netFn}:${req.cmd}:${req.rqSeq}:${req.data.toString('hex')}`;
     let answer: Promise<Buffer>;
+    // NOTE: a console retransmits with a new session sequence number but the same rqSeq (IPMI v2.0); real
+    // BMCs answer such a duplicate from the first execution, so a lost answer never power-cycles twice.
     if (s.last?.key === key) {
       answer = s.last.answer; // a retransmission: answer again, do not power-cycle twice
     } else {
@@ -517,6 +524,11 @@ export class IpmiBmcServer {
       s.last = { key, answer };
     }
     const message = await answer;
+    const lose = this.#o.faults?.loseReplies;
+    if (lose && lose.count > 0 && lose.netFn === req.netFn && lose.cmd === req.cmd) {
+      lose.count -= 1;
+      return undefined;
+    }
     s.outSeq = (s.outSeq + 1) >>> 0 || 1;
     return encodeV2(
       { payloadType: PayloadType.IPMI, sessionId: s.consoleSessionId, sequence: s.outSeq, payload: message },
