@@ -87,25 +87,38 @@ const WRONG_MAC_TIMEOUT_MS = 25_000;
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /**
- * Keeps every boot's serial console of a VM: QEMU truncates the file at each
- * start and the machine removes it at power-off, so it is read every second.
+ * Keeps every boot's serial console of a VM. QEMU truncates the console at
+ * each start, after moving the previous boot's aside (QEMU_FILES.serialPrevious),
+ * and the machine removes both when destroyed: they are read every second, and
+ * a boot's last lines (printed just before the guest powered itself off) are
+ * completed from the previous-boot file.
  */
 class ConsoleRecorder {
   readonly #boots = new Map<string, string[]>();
   readonly #timer: NodeJS.Timeout;
-  constructor(private readonly files: () => ReadonlyMap<string, string>) {
+  constructor(private readonly runDirs: () => ReadonlyMap<string, string>) {
     this.#timer = setInterval(() => this.poll(), 1000);
   }
   poll(): void {
-    for (const [node, file] of this.files()) {
-      let text: string;
-      try {
-        text = readFileSync(file, 'utf8');
-      } catch {
-        continue;
-      }
+    for (const [node, dir] of this.runDirs()) {
+      const read = (name: string): string | undefined => {
+        try {
+          return readFileSync(join(dir, name), 'utf8');
+        } catch {
+          return undefined;
+        }
+      };
+      // read the previous boot first: a start between the two reads moves the current one there
+      const previous = read(QEMU_FILES.serialPrevious);
+      const text = read(QEMU_FILES.serial);
       const boots = this.#boots.get(node) ?? this.#boots.set(node, ['']).get(node)!;
       const last = boots[boots.length - 1]!;
+      if (previous !== undefined && previous.length > last.length && previous.startsWith(last)) {
+        boots[boots.length - 1] = previous;
+        if (text) boots.push(text);
+        continue;
+      }
+      if (text === undefined) continue;
       if (text.startsWith(last)) boots[boots.length - 1] = text;
       else boots.push(text);
     }
@@ -141,9 +154,7 @@ describe('provisioning of PXE-booted VMs', () => {
   const phases = new Map<string, ProvisionResult>();
   /** The wrong-MAC node's deploy, started while another node is undeployed. */
   let wrongMac: Promise<ProvisionResult[]> | undefined;
-  const consoles = new ConsoleRecorder(
-    () => new Map([...vms].map(([n, vm]) => [n, join(vm.runDir, QEMU_FILES.serial)] as const)),
-  );
+  const consoles = new ConsoleRecorder(() => new Map([...vms].map(([n, vm]) => [n, vm.runDir] as const)));
 
   const target = (v: Vm): DeployTarget => ({
     node: v.node,

@@ -40,7 +40,7 @@ import {
 } from './lab-upgrade.js';
 
 const REGISTRY_PORT = 15041;
-const lab = deployLab('upgrade', '10.97', 40, { topology: '1ctl-2comp', registryPort: REGISTRY_PORT, bmcPort: 16330 });
+const lab = deployLab('upgrade', '10.87', 40, { topology: '1ctl-2comp', registryPort: REGISTRY_PORT, bmcPort: 16330 });
 const os = openstackJson;
 const events = (): ReturnType<typeof inventoryEvents> => inventoryEvents(lab.inventory);
 const VIP = `${lab.prefix}.20.250`;

@@ -259,6 +259,26 @@ export async function labUp(input: LabInput, deps: LabDeps, opts: LabUpOptions =
   }
   const labels = { [LAB_LABEL.lab]: plan.name };
 
+  // Docker's own refusal ("Pool overlaps with other one") names neither network
+  const others = (await engine.networks({})).filter((o) => !plan.networks.some((n) => n.docker === o.name));
+  for (const n of plan.networks) {
+    const clash = others.find((o) => o.subnet === n.subnet);
+    if (clash) {
+      const owner = clash.labels[LAB_LABEL.lab];
+      throw new InputError(
+        'E_LAB_SUBNET_TAKEN',
+        `lab '${plan.name}': subnet ${n.subnet} is already used by Docker network ${clash.name}` +
+          (owner !== undefined ? ` (lab '${owner}')` : ''),
+        {
+          hint:
+            owner !== undefined
+              ? `Take lab '${owner}' down (\`stackctl lab down -i <its inventory>\`, or \`docker network rm ${clash.name}\` once its nodes are gone), or give this lab another --prefix.`
+              : 'Give this lab another --prefix, or remove that Docker network.',
+          details: { lab: plan.name, subnet: n.subnet, network: clash.name },
+        },
+      );
+    }
+  }
   for (const n of plan.networks) {
     const have = await engine.network(n.docker);
     if (have) {

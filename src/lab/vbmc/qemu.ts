@@ -35,8 +35,10 @@ export const QEMU_FILES = {
   qmp: 'qmp.sock',
   /** Written by QEMU (`-pidfile`); how a later process finds a running VM. */
   pid: 'qemu.pid',
-  /** The guest's first serial port. */
+  /** The guest's first serial port, this boot (QEMU truncates it at each start). */
   serial: 'serial.log',
+  /** The previous boot's serial console, moved aside at each start so a reboot does not erase its last lines. */
+  serialPrevious: 'serial.previous.log',
   /** QEMU's own stderr, quoted when it fails to start. */
   stderr: 'qemu.stderr.log',
   /** The boot device setting, kept across virtual BMC restarts. */
@@ -497,7 +499,9 @@ export class QemuMachine implements MachineBackend {
       this.#forget();
       await this.#removeRunFiles();
       await Promise.all(
-        [this.#file('serial'), this.#file('stderr'), this.#file('boot')].map((f) => rm(f, { force: true })),
+        [this.#file('serial'), this.#file('serialPrevious'), this.#file('stderr'), this.#file('boot')].map((f) =>
+          rm(f, { force: true }),
+        ),
       );
       if (this.#createdRunDir) await rmdir(this.runDir).catch(() => undefined); // only when empty
       this.#ready = undefined;
@@ -506,6 +510,8 @@ export class QemuMachine implements MachineBackend {
 
   async #start(): Promise<void> {
     await this.#removeRunFiles();
+    // what the guest printed just before it powered off is often the one line that matters
+    await rename(this.#file('serial'), this.#file('serialPrevious')).catch(() => undefined);
     const argv = qemuArgv({
       name: this.name,
       runDir: this.runDir,

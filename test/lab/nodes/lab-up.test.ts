@@ -88,6 +88,31 @@ describe('stackctl lab up --kind container --topology 1ctl-1comp (real dockerd)'
     if (engine) await capture(() => runLabDown({ kind: 'container', name: NAME, inventory, purge: true }, deps()));
   }, 120_000);
 
+  it("refuses a subnet another lab's network holds, naming both, and creates nothing", async () => {
+    const other = `stackctl-${NAME}x-tenant`;
+    await engine.createNetwork({
+      name: other,
+      subnet: '10.97.50.0/24',
+      gateway: '10.97.50.1',
+      labels: { [LAB_LABEL.lab]: `${NAME}x` },
+    });
+    try {
+      const refused = await capture(() => runLabUp(opts, deps())).then(
+        () => undefined,
+        (e: { code?: string; message: string; hint?: string }) => e,
+      );
+      expect(refused?.code).toBe('E_LAB_SUBNET_TAKEN');
+      expect(refused?.message).toBe(
+        `lab '${NAME}': subnet 10.97.50.0/24 is already used by Docker network ${other} (lab '${NAME}x')`,
+      );
+      expect(refused?.hint).toContain(`Take lab '${NAME}x' down`);
+      expect(await engine.networks({ [LAB_LABEL.lab]: NAME })).toEqual([]);
+      expect(await engine.containers({ [LAB_LABEL.lab]: NAME })).toEqual([]);
+    } finally {
+      await engine.removeNetwork(other);
+    }
+  }, 120_000);
+
   it('brings up two nodes reachable over SSH with the recorded host keys, each with its own dockerd', async () => {
     const t0 = Date.now();
     const text = await capture(() => runLabUp(opts, deps()));

@@ -6,7 +6,7 @@
  * Every QEMU started here is killed in afterEach.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { appendFileSync, existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -128,6 +128,19 @@ describe('QemuMachine (a VM with no disk and no NIC, sitting in its firmware)', 
     expect(existsSync(join(m.runDir, QEMU_FILES.qmp))).toBe(false);
     expect(existsSync(join(m.runDir, QEMU_FILES.pid))).toBe(false);
     await m.powerOff(); // off already: nothing to do, no error
+  });
+
+  it("a power-on keeps the previous boot's console aside: what a guest printed before it powered off survives", async () => {
+    const m = machine();
+    await m.powerOn();
+    await m.powerOff();
+    // what the guest printed last, as QEMU left it
+    appendFileSync(join(m.runDir, QEMU_FILES.serial), 'agent: done, powering off\n');
+    await m.powerOn();
+    expect(readFileSync(join(m.runDir, QEMU_FILES.serialPrevious), 'utf8')).toContain('agent: done, powering off');
+    expect(readFileSync(join(m.runDir, QEMU_FILES.serial), 'utf8')).not.toContain('agent: done');
+    await m.destroy();
+    expect(existsSync(join(m.runDir, QEMU_FILES.serialPrevious))).toBe(false);
   });
 
   it('soft off presses the ACPI button; with no OS nobody answers it, so the machine stays on until a hard off', async () => {
