@@ -11,6 +11,18 @@ import { loadCatalog, type Catalog } from '../roles/catalog.js';
 import { loadRelease } from '../roles/release.js';
 import type { Release } from '../roles/schema.js';
 import { buildPlan, type PlanResult } from '../roles/plan.js';
+import { resolveDigests, unpinnedImages } from '../images/pin.js';
+import type { RegistryAccess } from '../images/registry-api.js';
+import {
+  digestsOf,
+  loadPins,
+  pinsFileFor,
+  savePins,
+  withPins,
+  type PinChange,
+  type PinSource,
+  type PinState,
+} from '../images/pins.js';
 
 /** Options every inventory-reading command shares. */
 export interface InventoryOptions {
@@ -26,6 +38,10 @@ export interface Loaded {
   readonly inventoryDigest: string;
   readonly secretsFile: string;
   readonly ipamFile: string;
+  /** The image pin file (`<inventory>.images.json`). */
+  readonly imagesFile: string;
+  /** The image pins read from it (empty when there is none). */
+  readonly pins: PinState;
   readonly catalog: Catalog;
   readonly secrets: Secrets | undefined;
   readonly loaded: LoadedInventory;
@@ -42,6 +58,7 @@ export function loadAll(opts: InventoryOptions): Loaded {
   const inventoryFile = resolve(opts.inventory);
   const secretsFile = resolve(opts.secrets ?? secretsFileFor(inventoryFile));
   const ipamFile = ipamFileFor(inventoryFile);
+  const imagesFile = pinsFileFor(inventoryFile);
   const catalog = loadCatalog(opts.roles ? resolve(opts.roles) : defaultRolesDir());
   const secrets = loadSecrets(secretsFile);
   const text = readTextFile(inventoryFile, MAX_INVENTORY_BYTES);
@@ -81,6 +98,8 @@ export function loadAll(opts: InventoryOptions): Loaded {
     inventoryDigest: sha256(text),
     secretsFile,
     ipamFile,
+    imagesFile,
+    pins: loadPins(imagesFile),
     catalog,
     secrets,
     loaded,
@@ -99,5 +118,70 @@ export function planOf(all: Loaded): PlanResult {
     release: all.release,
     addresses: all.allocation.addresses,
     ...(all.secrets ? { secrets: all.secrets.services } : {}),
+    pins: digestsOf(all.pins),
   });
+}
+
+/** How this machine asks the inventory's registry: plain HTTP only with cloud.registry_insecure. */
+export function registryAccess(all: Loaded, address?: string): RegistryAccess {
+  return {
+    scheme: all.loaded.inventory.cloud.registry_insecure === true ? 'http' : 'https',
+    ...(address ? { address } : {}),
+  };
+}
+
+/** How to pin. */
+export interface PinOptions {
+  readonly by: PinSource;
+  /** Write the pin file (the caller holds the inventory's run lock); false: pin in memory only. */
+  readonly save: boolean;
+  /** host:port to ask instead of the references' registry. */
+  readonly address?: string;
+  readonly fetch?: typeof fetch;
+  readonly now?: () => Date;
+  /** The release the images belong to, named in errors (default: the inventory's). */
+  readonly release?: string;
+  /** Deadline of each registry request (default REGISTRY_TIMEOUT_MS). */
+  readonly timeoutMs?: number;
+}
+
+/**
+ * Pin `refs` (tag references) to the digests the registry names for them now,
+ * and save the pin file when asked. Returns `all` with the new pins (plan it
+ * again to use them) and what changed. Throws, pinning nothing, when the
+ * registry lacks an image or does not answer.
+ */
+export async function pinImages(
+  all: Loaded,
+  refs: readonly string[],
+  opts: PinOptions,
+): Promise<{ all: Loaded; changes: PinChange[] }> {
+  if (!refs.length) return { all, changes: [] };
+  const resolved = await resolveDigests(refs, {
+    ...registryAccess(all, opts.address),
+    ...(opts.fetch ? { fetch: opts.fetch } : {}),
+    ...(opts.timeoutMs ? { timeoutMs: opts.timeoutMs } : {}),
+    release: opts.release ?? all.release.name,
+  });
+  const { state, changes } = withPins(all.pins, resolved, opts.by, (opts.now ?? (() => new Date()))());
+  if (changes.length && opts.save) savePins(all.imagesFile, state);
+  return { all: { ...all, pins: state }, changes };
+}
+
+/**
+ * The plan of everything loaded with its images pinned: those without a pin
+ * (every one of the plan, or those `unpinned` picks) are resolved from the
+ * registry once and pinned first (saved when `save`); pinned images never ask
+ * the registry. What deploy and `plan` use.
+ */
+export async function planPinned(
+  all: Loaded,
+  opts: PinOptions,
+  unpinned: (planned: PlanResult) => readonly string[] = (p) => unpinnedImages(p.plan),
+): Promise<{ all: Loaded; planned: PlanResult; changes: PinChange[] }> {
+  const planned = planOf(all);
+  const fresh = unpinned(planned);
+  if (!fresh.length) return { all, planned, changes: [] };
+  const pinned = await pinImages(all, fresh, opts);
+  return { all: pinned.all, planned: planOf(pinned.all), changes: pinned.changes };
 }

@@ -6,8 +6,11 @@ import { formatNodeAction, formatPhases } from '../orchestrator/format.js';
 import { JournalFile, RunMode, journalFileFor } from '../orchestrator/journal.js';
 import { deployGuard } from '../recover/guard.js';
 import { clusterCheck } from '../status/clusters.js';
-import { parseSteps, planDeploy } from '../orchestrator/planner.js';
-import { loadAll, planOf } from './context.js';
+import { parseSteps, planDeploy, type DeployPlan } from '../orchestrator/planner.js';
+import { formatPinChanges } from '../images/pin.js';
+import { PinSource } from '../images/pins.js';
+import type { PlanResult } from '../roles/plan.js';
+import { loadAll, planOf, planPinned } from './context.js';
 import { provisionBeforeDeploy, withDeployNodeOptions, withoutNodes, type DeployNodesOpts } from './deploy-nodes.js';
 import { eventSink, nodeSessions } from './node-sessions.js';
 import { RANGE, numberOption, secondsOption } from './numbers.js';
@@ -53,7 +56,7 @@ const defaultDeps = (): DeployCliDeps => ({ write: out, tty: Boolean(process.std
  * The command holds the inventory's run lock around it (but for a dry run).
  */
 export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps()): Promise<DeployReport | undefined> {
-  const all = loadAll(o);
+  let all = loadAll(o);
   if (!o.json) printIssues(all.warnings);
   if (!all.secrets) {
     throw new InputError('E_SECRETS_REQUIRED', `deploy needs the secrets file ${all.secretsFile}`, {
@@ -63,15 +66,35 @@ export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps
   const concurrency = o.concurrency ?? DEPLOY_CLI_DEFAULTS.concurrency;
   const budget = o.maxFailPercent ?? DEPLOY_CLI_DEFAULTS.maxFailPercent;
   const taskTimeoutS = o.taskTimeout ?? DEPLOY_CLI_DEFAULTS.taskTimeoutS;
-  const { effective: plan, rendered } = planOf(all);
   const services = o.services
     ?.split(',')
     .map((s) => s.trim())
     .filter(Boolean);
-  const deployPlan = planDeploy(plan, all.catalog, {
+  const filter = {
     ...(services?.length ? { services } : {}),
     ...(o.steps ? { steps: parseSteps(o.steps) } : {}),
-  });
+  };
+  // An image this deploy needs without a pin is resolved from the registry once and pinned (its first
+  // deploy); a pinned one never asks. A dry run asks no registry: it names the images a deploy would pin.
+  const unpinned = (p: PlanResult): string[] => unpinnedOf(planDeploy(p.effective, all.catalog, filter));
+  let planned: PlanResult;
+  if (o.dryRun) {
+    planned = planOf(all);
+    const fresh = unpinned(planned);
+    if (fresh.length && !o.json) deps.write(formatUnpinned(fresh));
+  } else {
+    const pinned = await planPinned(all, { by: PinSource.DEPLOY, save: true }, unpinned);
+    all = pinned.all;
+    planned = pinned.planned;
+    if (pinned.changes.length)
+      deps.write(
+        o.json
+          ? JSON.stringify({ kind: 'images.pinned', file: all.imagesFile, changes: pinned.changes }) + '\n'
+          : formatPinChanges(pinned.changes),
+      );
+  }
+  const { effective: plan, rendered } = planned;
+  const deployPlan = planDeploy(plan, all.catalog, filter);
 
   const secret = (name: string) => all.secrets?.services.get(name);
   // nodes not yet active are provisioned first (a dry run lists them: their hosts cannot be looked into yet)
@@ -173,6 +196,21 @@ export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps
   } finally {
     await sessions.close();
   }
+}
+
+/** The images a deploy plan pulls (its containers' and its tasks') that have no pin: tag references. */
+export function unpinnedOf(dp: DeployPlan): string[] {
+  const refs = dp.steps.flatMap((st) => st.nodes.flatMap((n) => [...n.containers.map((c) => c.image), ...n.images]));
+  return [...new Set(refs)].filter((r) => !r.includes('@')).sort();
+}
+
+/** What a dry run says of images without a pin. */
+export function formatUnpinned(refs: readonly string[]): string {
+  return (
+    `${refs.length} image(s) not pinned yet: ${refs.join(', ')}\n` +
+    '  a deploy asks the registry for their digests first and pins them (<inventory>.images.json); ' +
+    'it then creates their containers from the pinned references, so containers running them by tag are recreated\n'
+  );
 }
 
 /** The services whose APIs a deploy takes down, one line each. */

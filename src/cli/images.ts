@@ -8,7 +8,13 @@ import { DEFAULT_REGISTRY_ADDRESS, ensureRegistry, pushImages, REGISTRY_CONTAINE
 import { loadRelease } from '../roles/release.js';
 import { buildHostImage } from '../images/host.js';
 import { UsageError } from '../core/errors.js';
+import { formatPinChanges, short, unpinnedImages } from '../images/pin.js';
+import { PinSource, savePins, withPins } from '../images/pins.js';
+import { imageRef } from '../roles/release.js';
+import type { Release } from '../roles/schema.js';
+import { loadAll, pinImages, planOf } from './context.js';
 import { out, table } from './output.js';
+import { withRunLock } from './run-lock.js';
 
 /** Default output folder of the host OS image, under the working folder's (git-ignored) .stackctl/. */
 export const DEFAULT_HOST_IMAGE_DIR = '.stackctl/host';
@@ -17,17 +23,65 @@ export const DEFAULT_HOST_IMAGE_DIR = '.stackctl/host';
 const BUILD_TARGETS = ['containers', 'host'] as const;
 
 interface ReleaseOpts {
-  release: string;
+  release?: string;
   releases?: string;
 }
 
+/** The release when neither --release nor an inventory names one. */
+const DEFAULT_RELEASE = 'zed';
+
 const releaseOptions = (cmd: Command): Command =>
   cmd
-    .option('--release <name>', 'release manifest (images/releases/<name>.yaml)', 'zed')
+    .option(
+      '--release <name>',
+      `release manifest (images/releases/<name>.yaml; default: the inventory's, else ${DEFAULT_RELEASE})`,
+    )
     .option('--releases <dir>', 'release manifests folder (default: images/releases shipped with stackctl)');
 
-const load = (opts: ReleaseOpts) =>
-  loadRelease(opts.releases ? resolve(opts.releases) : defaultReleasesDir(), opts.release);
+const load = (opts: ReleaseOpts, fallback = DEFAULT_RELEASE): Release =>
+  loadRelease(opts.releases ? resolve(opts.releases) : defaultReleasesDir(), opts.release ?? fallback);
+
+/** The inventory options `images push|pin` read (no secrets needed: pins hold none). */
+const inventoryOf = (opts: ReleaseOpts & { inventory: string; roles?: string }) => ({
+  inventory: opts.inventory,
+  ...(opts.roles ? { roles: opts.roles } : {}),
+  ...(opts.releases ? { releases: opts.releases } : {}),
+});
+
+/** Options of `images push`. */
+interface PushOpts extends ReleaseOpts {
+  registry: string;
+  registryContainer: string;
+  only?: string[];
+  inventory?: string;
+}
+
+/**
+ * Push the release images; with an inventory (its run lock held by the caller), pin what was pushed.
+ * The pins are keyed by the references the nodes pull (cloud.registry), whatever address this machine
+ * pushed to: the digest is the content's, not the address's.
+ */
+async function push(opts: PushOpts): Promise<void> {
+  const inventory = opts.inventory;
+  // with an inventory, a bad one fails before anything is pushed
+  const all = inventory ? loadAll(inventoryOf({ ...opts, inventory })) : undefined;
+  const release = load(opts, all?.release.name);
+  const engine = localEngine();
+  const reg = await ensureRegistry(engine, { release, address: opts.registry, container: opts.registryContainer });
+  if (reg.created) out(`started registry ${reg.container} at ${reg.address}\n`);
+  const { pushed, missing } = await pushImages(engine, release, reg.address, opts.only ?? [], (l) => out(l + '\n'));
+  out(`${pushed.length} image(s) pushed to ${reg.address}\n`);
+  if (missing.length) out(`not built, skipped: ${missing.join(', ')} (stackctl images build)\n`);
+  if (!all) {
+    if (pushed.length) out('pins unchanged (give -i INVENTORY to pin what was pushed)\n');
+    return;
+  }
+  const registry = all.loaded.inventory.cloud.registry;
+  const resolved = new Map(pushed.map((p) => [imageRef(release, p.key, registry)!, p.digest]));
+  const { state, changes } = withPins(all.pins, resolved, PinSource.PUSH, new Date());
+  if (changes.length) savePins(all.imagesFile, state);
+  out(formatPinChanges(changes) || `pins of ${all.imagesFile} unchanged\n`);
+}
 
 /** `stackctl images build|push|list`: the container images of a release, built and pushed locally. */
 export function registerImages(program: Command): Command {
@@ -85,23 +139,93 @@ export function registerImages(program: Command): Command {
     );
 
   releaseOptions(images.command('push'))
-    .description('push the built release images to the registry (started if it does not run)')
+    .description(
+      'push the built release images to the registry (started if it does not run); with -i, pin what was pushed',
+    )
     .option('--registry <host:port>', 'registry address as seen from this machine', DEFAULT_REGISTRY_ADDRESS)
     .option('--registry-container <name>', 'registry container name', REGISTRY_CONTAINER)
     .option('--only <key...>', 'push these image keys only')
-    .action(async (opts: ReleaseOpts & { registry: string; registryContainer: string; only?: string[] }) => {
-      const release = load(opts);
-      const engine = localEngine();
-      const reg = await ensureRegistry(engine, {
-        release,
-        address: opts.registry,
-        container: opts.registryContainer,
-      });
-      if (reg.created) out(`started registry ${reg.container} at ${reg.address}\n`);
-      const { pushed, missing } = await pushImages(engine, release, reg.address, opts.only ?? [], (l) => out(l + '\n'));
-      out(`${pushed.length} image(s) pushed to ${reg.address}\n`);
-      if (missing.length) out(`not built, skipped: ${missing.join(', ')} (stackctl images build)\n`);
-    });
+    .option(
+      '-i, --inventory <file>',
+      "pin the pushed digests for this inventory's cloud (<inventory>.images.json); its release is the default",
+    )
+    .action((opts: PushOpts) => (opts.inventory ? withRunLock(opts.inventory, () => push(opts)) : push(opts)));
+
+  releaseOptions(images.command('pin'))
+    .description(
+      "pin the images of the inventory's plan that have no pin to the digests their tags name now; " +
+        '--refresh re-resolves pinned tags too (moving the cloud to what they point to at the next deploy)',
+    )
+    .requiredOption('-i, --inventory <file>', 'inventory YAML file; pins go to <inventory>.images.json')
+    .option('--refresh', 'ask the registry again for images already pinned, and move their pins')
+    .option('--only <key...>', 'these image keys only')
+    .option('--registry <host:port>', "ask the registry at this address (default: the plan's, cloud.registry)")
+    .option('--roles <dir>', 'roles folder (default: the roles shipped with stackctl)')
+    .option('--json', 'machine-readable output')
+    .action(
+      async (
+        opts: ReleaseOpts & {
+          inventory: string;
+          roles?: string;
+          refresh?: boolean;
+          only?: string[];
+          registry?: string;
+          json?: boolean;
+        },
+      ) =>
+        withRunLock(opts.inventory, async () => {
+          const all = loadAll(inventoryOf(opts));
+          const release = opts.release ? load(opts) : all.release;
+          const plan = planOf({ ...all, release }).plan;
+          const known = new Set(plan.images.map((i) => i.key));
+          for (const k of opts.only ?? []) {
+            if (!known.has(k)) {
+              throw new UsageError(
+                'E_UNKNOWN_IMAGE',
+                `the plan of ${opts.inventory} (release ${release.name}) runs no image '${k}'`,
+                {
+                  hint: `Images of this plan: ${[...known].sort().join(', ')}.`,
+                },
+              );
+            }
+          }
+          const chosen = plan.images.filter((i) => !opts.only?.length || opts.only.includes(i.key));
+          const ask = opts.refresh ? chosen.map((i) => i.ref) : unpinnedImages({ ...plan, images: chosen });
+          const r = await pinImages(all, ask, {
+            by: PinSource.PIN,
+            save: true,
+            release: release.name,
+            ...(opts.registry ? { address: opts.registry } : {}),
+          });
+          const changed = new Map(r.changes.map((c) => [c.ref, c]));
+          const rows = chosen.map((i) => {
+            const c = changed.get(i.ref);
+            const digest = c?.digest ?? i.digest!;
+            const change = !c
+              ? ask.includes(i.ref)
+                ? 'unchanged'
+                : 'pinned already'
+              : c.previous
+                ? `moved from ${short(c.previous)}`
+                : 'pinned';
+            return { ref: i.ref, digest, change };
+          });
+          if (opts.json) out(JSON.stringify({ file: all.imagesFile, images: rows }, null, 2) + '\n');
+          else {
+            out(
+              table(
+                ['IMAGE', 'DIGEST', 'CHANGE'],
+                rows.map((x) => [x.ref, short(x.digest), x.change]),
+              ),
+            );
+            out(
+              r.changes.length
+                ? `${r.changes.length} pin(s) written to ${all.imagesFile}; the next deploy moves the cloud to them\n`
+                : `pins of ${all.imagesFile} unchanged${opts.refresh ? '' : ' (--refresh asks the registry about pinned tags too)'}\n`,
+            );
+          }
+        }),
+    );
 
   releaseOptions(images.command('list'))
     .description('list the images of a release and whether they are built')

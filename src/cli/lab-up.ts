@@ -67,6 +67,7 @@ export function labInput(all: Loaded): LabInput {
     inventoryFile: all.inventoryFile,
     name: inv.cloud.name,
     registry: inv.cloud.registry ?? all.release.registry,
+    registryInsecure: inv.cloud.registry_insecure === true,
     release: all.release,
     networks: all.loaded.networks,
     nodes: inv.nodes.map((n) => ({

@@ -6,7 +6,8 @@ import { adminCredentials } from '../roles/credentials.js';
 import { collectStatus, STATUS_DEFAULTS } from '../status/collect.js';
 import { formatStatus } from '../status/format.js';
 import type { StatusReport } from '../status/model.js';
-import { loadAll, planOf } from './context.js';
+import { checkTags } from '../images/pin.js';
+import { loadAll, planOf, registryAccess } from './context.js';
 import { RANGE, numberOption, secondsOption } from './numbers.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
 import { out, printIssues } from './output.js';
@@ -78,6 +79,8 @@ export async function runStatus(o: StatusOpts, deps: StatusCliDeps = { write: ou
           remotes.push(r);
           return r;
         },
+        // Has a pinned tag moved in the registry since? (read-only; the pins stay as they are)
+        checkTags: (images) => checkTags(images, registryAccess(all)),
       },
       { concurrency, timeoutMs: timeoutS * 1000 },
     );

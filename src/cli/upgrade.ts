@@ -21,6 +21,8 @@ import { clientContainers, cloudClient } from '../status/openstack-client.js';
 import type { UpgradeContext } from '../upgrade/context.js';
 import { formatUpgradePlan, upgradePlanToJson } from '../upgrade/format.js';
 import { checkImagesPresent } from '../upgrade/images.js';
+import { formatPinChanges, unpinnedImages } from '../images/pin.js';
+import { PinSource } from '../images/pins.js';
 import { planDigest } from '../upgrade/journal.js';
 import { PauseAt, type UpgradeOptions, type UpgradePlan } from '../upgrade/model.js';
 import { planUpgrade } from '../upgrade/planner.js';
@@ -28,7 +30,7 @@ import { PRECHECK_HANDLERS } from '../upgrade/prechecks.js';
 import { RunOutcome, formatUpgradeReport, type UpgradeReport } from '../upgrade/report.js';
 import { runUpgrade as runSteps } from '../upgrade/run.js';
 import { hookHandler } from '../upgrade/run-hooks.js';
-import { loadAll, planOf, type Loaded } from './context.js';
+import { loadAll, pinImages, planOf, type Loaded } from './context.js';
 import { eventSink, nodeSessions } from './node-sessions.js';
 import { RANGE, numberOption, secondsOption } from './numbers.js';
 import { choiceOption, dryRunOption, inventoryOptions, maxFailPercentOption, type CommonOpts } from './options.js';
@@ -118,7 +120,7 @@ export async function runUpgrade(
   o: UpgradeOpts,
   deps: UpgradeCliDeps = defaultDeps(),
 ): Promise<UpgradeReport | undefined> {
-  const all = loadAll(o);
+  let all = loadAll(o);
   if (!o.json) printIssues(all.warnings);
   const target = loadRelease(o.releases ? resolve(o.releases) : defaultReleasesDir(), o.to);
   const mode: RunMode = o.continue ? RunMode.CONTINUE : o.resume ? RunMode.RESUME : RunMode.NEW;
@@ -131,6 +133,19 @@ export async function runUpgrade(
   const openUpgrade = open?.command === 'upgrade' && open.run && !open.ended ? open : undefined;
   const continuing =
     mode !== RunMode.NEW && openUpgrade ? (openUpgrade.options as UpgradePlan['options'] | undefined) : undefined;
+  if (!o.dryRun && all.secrets && (mode === RunMode.NEW) === !openUpgrade) {
+    // A run that goes on pins the images of both releases that have no pin yet (as a first deploy does),
+    // so that the two plans compare digests; --dry-run asks no registry and shows unpinned images by tag.
+    // (A refused run pins nothing: the journal and secrets checks below answer it first.)
+    const fresh = [planOf(all).plan, planOf({ ...all, release: target }).plan].flatMap(unpinnedImages);
+    const pinned = await pinImages(all, [...new Set(fresh)], {
+      by: PinSource.UPGRADE,
+      save: true,
+      release: target.name,
+    });
+    all = pinned.all;
+    if (!o.json) deps.write(formatPinChanges(pinned.changes));
+  }
   // The deploy plans of the release the cloud runs and of the target (placeholders without secrets).
   const current = planOf(all);
   const currentDeploy = planDeploy(current.effective, all.catalog);

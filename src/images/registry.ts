@@ -8,6 +8,7 @@
 import { RemoteError, UsageError } from '../core/errors.js';
 import type { Release } from '../roles/schema.js';
 import { labImageRef } from './catalog.js';
+import { DIGEST } from './pins.js';
 import type { LocalContainer, LocalEngine, ProgressLine } from '../remote/docker-local.js';
 
 /** How long a started registry container gets to answer its HTTP API. */
@@ -116,6 +117,8 @@ export async function ensureRegistry(engine: LocalEngine, opts: RegistryOptions)
 export interface PushedImage {
   readonly key: string;
   readonly ref: string;
+  /** The manifest digest the registry stored it under (what a pin records). */
+  readonly digest: string;
 }
 
 /**
@@ -147,8 +150,13 @@ export async function pushImages(
     const target = `${address}/${release.namespace}/${key}:${img.tag}`;
     if (target !== local) await engine.tag(local, target);
     progress(`${key}: pushing ${target}`);
-    await engine.push(target, (line) => progress(`${key}: ${line}`));
-    pushed.push({ key, ref: target });
+    const digest = await engine.push(target, (line) => progress(`${key}: ${line}`));
+    if (!digest || !DIGEST.test(digest)) {
+      throw new RemoteError('E_PUSH_DIGEST', `the push of ${target} named no sha256 digest`, {
+        hint: 'Docker reports the digest the registry stored at the end of a push; check `docker push` by hand.',
+      });
+    }
+    pushed.push({ key, ref: target, digest });
   }
   return { pushed, missing };
 }

@@ -16,7 +16,7 @@ export interface GenerateOptions {
  */
 export function generateInventoryYaml(opts: GenerateOptions): string {
   const lines: string[] = [
-    `cloud: { name: ${opts.name ?? 'gen'}, release: zed }`,
+    `cloud: { name: ${opts.name ?? 'gen'}, registry_insecure: true, release: zed }`,
     'networks:',
     '  provisioning: { cidr: 10.128.0.0/16, gateway: 10.128.0.1, dhcp_range: [10.128.255.0, 10.128.255.254] }',
     '  internal_api: { cidr: 10.129.0.0/16, vlan: 20, vip: 10.129.255.250 }',

@@ -178,6 +178,14 @@ export const CloudSchema = Type.Object(
         description: 'container registry host[:port] the nodes pull from',
       }),
     ),
+    registry_insecure: Type.Optional(
+      Type.Boolean({
+        description:
+          'true: the registry speaks plain HTTP and the nodes pull from it without TLS (their dockerd lists it ' +
+          "under insecure-registries). Required, as stackctl's own registry has no TLS yet; images are still " +
+          'pulled by pinned digest, so content that does not match the pin is refused',
+      }),
+    ),
     settings: Type.Optional(
       Type.Record(
         Type.String({ pattern: '^[a-z][a-z0-9_]*$' }),

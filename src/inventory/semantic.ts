@@ -77,6 +77,17 @@ export function checkInventory(
     );
   }
 
+  // NOTE: stackctl's registry (images push, lab up) speaks plain HTTP until registry TLS lands; nothing
+  // else is supported yet, so the inventory must say that it accepts plain HTTP.
+  if (inv.cloud.registry_insecure !== true) {
+    err(
+      'E_REGISTRY_PLAIN_HTTP',
+      `the registry ${inv.cloud.registry ?? "(the release manifest's)"} speaks plain HTTP, and cloud.registry_insecure is not true`,
+      "Set cloud.registry_insecure: true to accept that the nodes pull over HTTP without TLS (their dockerd lists the registry under insecure-registries): keep the registry on the isolated provisioning network. Images are pulled by pinned digest, so content that does not match a pin is refused, but a first pin trusts what the registry answers. TLS for stackctl's registry is coming; then this setting can be false.",
+      inv.cloud.registry_insecure === undefined ? ['cloud'] : ['cloud', 'registry_insecure'],
+    );
+  }
+
   // Indexes for duplicate detection: value -> first place seen.
   const names = new Map<string, number>();
   const macs = new Map<string, { node: string; path: (string | number)[] }>();

@@ -93,7 +93,8 @@ export interface LocalEngine {
     progress: ProgressLine,
   ): Promise<string>;
   tag(source: string, target: string): Promise<void>;
-  push(ref: string, progress: ProgressLine): Promise<void>;
+  /** Push; resolves to the manifest digest the registry stored (Docker's `aux.Digest`), when Docker said. */
+  push(ref: string, progress: ProgressLine): Promise<string | undefined>;
   removeImage(ref: string): Promise<void>;
   container(name: string): Promise<LocalContainer | undefined>;
   containers(labels: Readonly<Record<string, string>>): Promise<LocalContainer[]>;
@@ -247,11 +248,15 @@ export function localEngine(docker: Docker = new Docker()): LocalEngine {
       call(`push ${ref}`, async () => {
         // NOTE: Docker 20.10 wants an X-Registry-Auth header even for a registry without auth.
         const stream = await docker.getImage(ref).push({ authconfig: {} });
+        let digest: string | undefined;
         await follow(docker, stream, (ev) => {
           if (typeof ev.status === 'string' && (ev.status === 'Pushed' || ev.status.startsWith('latest'))) {
             progress(`${typeof ev.id === 'string' ? ev.id + ': ' : ''}${ev.status}`);
           } else if (typeof ev.status === 'string' && /digest:/.test(ev.status)) progress(ev.status);
+          const aux = ev.aux as { Digest?: unknown } | undefined;
+          if (typeof aux?.Digest === 'string') digest = aux.Digest;
         });
+        return digest;
       }),
 
     removeImage: (ref) =>

@@ -112,6 +112,8 @@ export interface ContainerInfo {
 export interface ImageInfo {
   readonly id: string;
   readonly tags: readonly string[];
+  /** Docker's RepoDigests: `repository@sha256:…` for each registry manifest the image was pulled or pushed as. */
+  readonly digests?: readonly string[];
   readonly created: string;
   readonly size: number;
   readonly labels: Readonly<Record<string, string>>;
@@ -596,7 +598,14 @@ class DockerEngine implements ContainerEngine {
       this.#get<Docker.ImageInspectInfo>(`/images/${ref}/json`, abortSignal, { 404: 'no such image' }),
     );
     if (!i) return undefined;
-    return { id: i.Id, tags: i.RepoTags ?? [], created: i.Created, size: i.Size, labels: i.Config?.Labels ?? {} };
+    return {
+      id: i.Id,
+      tags: i.RepoTags ?? [],
+      digests: i.RepoDigests ?? [],
+      created: i.Created,
+      size: i.Size,
+      labels: i.Config?.Labels ?? {},
+    };
   }
 
   async imageExists(ref: string): Promise<boolean> {

@@ -4,7 +4,7 @@ import type { Secret } from '../core/secret.js';
 import type { Inventory } from '../inventory/schema.js';
 import type { Catalog } from './catalog.js';
 import { describeSetting, SECRET_REF, settingProblem, type SettingValue } from '../inventory/settings.js';
-import { imageRef } from './release.js';
+import { imageRef, pinnedRef } from './release.js';
 import { STEPS, type Release, type Service, type StepNumber } from './schema.js';
 import { printableText, revealSecrets, SecretRef } from './templates.js';
 
@@ -27,12 +27,19 @@ export interface PlanInput {
   readonly addresses: ReadonlyMap<string, Record<string, string>>;
   /** Service secrets; undefined renders placeholders (the plan then says so). */
   readonly secrets?: ReadonlyMap<string, Secret>;
+  /**
+   * Image pins (`<inventory>.images.json`): tag reference -> manifest digest. A pinned image is
+   * pulled and run as `ref@digest`, and the digest enters the container hash; an image without a
+   * pin keeps its tag reference (a deploy pins it first, see images/pin.ts).
+   */
+  readonly pins?: ReadonlyMap<string, string>;
 }
 
 export interface PlanContainer {
   readonly name: string;
   readonly service: string;
   readonly step: StepNumber;
+  /** What the node pulls and creates the container from: `ref@sha256:…` when pinned, else the tag reference. */
   readonly image: string;
   /** sha256 of image + container options + the configs it reads: a change means recreate. */
   readonly hash: string;
@@ -66,6 +73,16 @@ export interface PlanNode {
   readonly configs: readonly PlanConfig[];
   /** Host preparations, absent when no service of the node needs one. */
   readonly host?: readonly PlanHost[];
+}
+
+/** An image the cloud runs, and its pin. */
+export interface PlanImage {
+  /** The release manifest's image key. */
+  readonly key: string;
+  /** The tag reference: `registry/namespace/key:tag`. */
+  readonly ref: string;
+  /** The pinned manifest digest; absent when the image has no pin yet. */
+  readonly digest?: string;
 }
 
 export interface PlanService {
@@ -113,6 +130,8 @@ export interface Plan {
     readonly secrets: 'present' | 'absent';
   };
   readonly vips: Readonly<Record<string, string>>;
+  /** Every image the containers of the plan use, by tag reference, with its pin. */
+  readonly images: readonly PlanImage[];
   readonly nodes: readonly PlanNode[];
   readonly services: readonly PlanService[];
   readonly steps: readonly PlanStep[];
@@ -370,6 +389,18 @@ export function buildPlan(input: PlanInput): PlanResult {
     secrets: secretRefs,
   };
 
+  // Each image once: its tag reference, its pin, and what nodes pull.
+  const images = new Map<string, PlanImage & { readonly pull: string }>();
+  const imageOf = (key: string): string => {
+    let img = images.get(key);
+    if (!img) {
+      const ref = imageRef(release, key, registry)!;
+      const digest = input.pins?.get(ref);
+      images.set(key, (img = { key, ref, ...(digest ? { digest } : {}), pull: digest ? pinnedRef(ref, digest) : ref }));
+    }
+    return img.pull;
+  };
+
   const rendered = new Map<string, Map<string, string>>();
   const effectiveNodes: PlanNode[] = [];
   const nodes: PlanNode[] = inv.nodes.map((node) => {
@@ -407,7 +438,7 @@ export function buildPlan(input: PlanInput): PlanResult {
       }
       for (const c of svc.containers) {
         if (c.when && !c.when.in.includes(settings[c.when.setting]!)) continue;
-        const image = imageRef(release, c.image, registry)!;
+        const image = imageOf(c.image);
         const reads = svcConfigs.filter((f) => !f.containers || f.containers.includes(c.name));
         views.forEach((v, i) =>
           v.containers.push({
@@ -470,6 +501,9 @@ export function buildPlan(input: PlanInput): PlanResult {
       secrets: input.secrets ? 'present' : 'absent',
     },
     vips,
+    images: [...images.values()]
+      .sort((a, b) => a.ref.localeCompare(b.ref))
+      .map(({ key, ref, digest }) => ({ key, ref, ...(digest ? { digest } : {}) })),
     nodes,
     services,
     steps,

@@ -33,3 +33,18 @@ export function imageRef(release: Release, key: string, registry?: string): stri
   if (!img) return undefined;
   return `${registry ?? release.registry}/${release.namespace}/${key}:${img.tag}`;
 }
+
+/**
+ * An image reference pinned to a manifest digest: `registry/namespace/key:tag@sha256:…`.
+ * Docker resolves such a reference by the digest alone (the tag is only read by people), so a
+ * node pulls and runs exactly the pinned content whatever the tag points to now.
+ */
+export function pinnedRef(ref: string, digest: string): string {
+  return `${ref}@${digest}`;
+}
+
+/** The tag reference of a possibly pinned reference (the part before `@`). */
+export function unpinnedRef(ref: string): string {
+  const at = ref.indexOf('@');
+  return at < 0 ? ref : ref.slice(0, at);
+}

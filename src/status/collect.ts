@@ -9,7 +9,9 @@ import { mapLimit } from '../core/concurrency.js';
 import type { Secret } from '../core/secret.js';
 import type { ConfigWork, ContainerWork, DeployPlan } from '../orchestrator/planner.js';
 import type { ContainerEngine, ExecOptions, ExecResult, RemoteCommand } from '../remote/index.js';
-import type { Plan } from '../roles/plan.js';
+import type { Plan, PlanImage } from '../roles/plan.js';
+import { pinnedRef } from '../roles/release.js';
+import { short, type TagCheck } from '../images/pin.js';
 import type { ServiceRoles } from '../roles/service-roles.js';
 import { readCluster, type ClusterView } from './clusters.js';
 import { configDrift, configFindings, containerFindings, containerStatus } from './containers.js';
@@ -25,6 +27,7 @@ import {
   type Finding,
   type GaleraDiagnosis,
   type GaleraMember,
+  type ImagesView,
   type NodeStatus,
   type OpenStackView,
   type StatusReport,
@@ -52,6 +55,11 @@ export interface StatusNodeAccess {
 export interface StatusDeps {
   /** A node's shell and Docker engine; may throw (no address): the node is then unreachable. */
   readonly connect: (node: string) => StatusNodeAccess;
+  /**
+   * Where the pinned images' tags point in the registry now (images/pin.ts checkTags). Absent: the
+   * registry is not asked, and the images view says so.
+   */
+  readonly checkTags?: (images: readonly PlanImage[]) => Promise<TagCheck[]>;
   readonly now?: () => number;
 }
 
@@ -168,6 +176,16 @@ export async function collectStatus(
           const a = accessOf(pn.name);
           await a.docker.version(); // reachability of SSH and dockerd, even for a node with nothing planned
           const infos = await Promise.all(w.containers.map((c) => a.docker.inspectContainer(c.name)));
+          // The registry digests of the images that pinned containers run (each image looked at once).
+          const digestsOf = new Map<string, Promise<readonly string[] | undefined>>();
+          const imageDigests = await Promise.all(
+            infos.map((info, i) => {
+              if (!info?.state.running || !w.containers[i]!.image.includes('@')) return undefined;
+              let p = digestsOf.get(info.imageId);
+              if (!p) digestsOf.set(info.imageId, (p = a.docker.inspectImage(info.imageId).then((x) => x?.digests)));
+              return p;
+            }),
+          );
           let drift: NodeStatus['configFiles']['drift'] = [];
           if (w.configs.length) {
             const r = await a.exec(['sha256sum', '--', ...w.configs.map((c) => c.dest)], { timeoutMs });
@@ -178,7 +196,7 @@ export async function collectStatus(
             role: pn.role,
             address,
             reachable: true,
-            containers: w.containers.map((c, i) => containerStatus(c, infos[i])),
+            containers: w.containers.map((c, i) => containerStatus(c, infos[i], imageDigests[i])),
             configFiles: { checked: w.configs.length, drift },
             ms: now() - started,
           };
@@ -229,7 +247,7 @@ export async function collectStatus(
 
   // 2. Clusters, all at once (each query bounded), as their services' files say to ask them.
   const clustered = [...input.roles.clusterChecks].filter(([service]) => nodesOf(service).length);
-  const [read, openstack] = await Promise.all([
+  const [read, openstack, images] = await Promise.all([
     Promise.all(
       clustered.map(([service, check]) =>
         readCluster(
@@ -242,6 +260,7 @@ export async function collectStatus(
       ),
     ),
     openStackView(),
+    imagesView(),
   ]);
   const clusters = await Promise.all(read.map(explainGalera));
 
@@ -267,6 +286,51 @@ export async function collectStatus(
       view: { ...v, members },
       findings: outage ? [...c.findings, { ...outage, subject: v.service }] : c.findings,
     };
+  }
+
+  /** The checked services' images: pinned tags against the registry, and the images without a pin. */
+  async function imagesView(): Promise<{ view: ImagesView; findings: Finding[] }> {
+    const used = new Set([...work.values()].flatMap((w) => w.containers.map((c) => c.image)));
+    const mine = input.plan.images.filter((i) => used.has(i.digest ? pinnedRef(i.ref, i.digest) : i.ref));
+    const unpinned = mine.filter((i) => !i.digest).map((i) => i.ref);
+    const pinned = mine.filter((i) => i.digest);
+    if (!pinned.length) return { view: { state: ViewState.NOT_DEPLOYED, tags: [], unpinned }, findings: [] };
+    if (!deps.checkTags)
+      return { view: { state: ViewState.UNKNOWN, tags: [], unpinned, error: 'registry not asked' }, findings: [] };
+    try {
+      const tags = await withDeadline(deps.checkTags(pinned), timeoutMs, 'the registry');
+      const findings = tags.flatMap((t): Finding[] =>
+        t.state === 'moved'
+          ? [
+              {
+                severity: Severity.DRIFT,
+                node: 'cloud',
+                subject: t.ref,
+                message:
+                  `tag now points to ${short(t.current!)}, not the pinned ${short(t.pinned)}: the cloud stays on the pin; ` +
+                  'run stackctl images pin --refresh to move (then deploy)',
+              },
+            ]
+          : t.state === 'gone'
+            ? [
+                {
+                  severity: Severity.DRIFT,
+                  node: 'cloud',
+                  subject: t.ref,
+                  message: `tag is gone from the registry (pinned ${short(t.pinned)}): push it again or pin another release`,
+                },
+              ]
+            : [],
+      );
+      const state = findings.length ? ViewState.PROBLEM : ViewState.OK;
+      return { view: { state, tags, unpinned }, findings };
+    } catch (err) {
+      const error = errorInfo(err).message;
+      return {
+        view: { state: ViewState.UNKNOWN, tags: [], unpinned, error },
+        findings: [{ severity: Severity.UNHEALTHY, node: 'cloud', subject: 'registry', message: error }],
+      };
+    }
   }
 
   async function openStackView(): Promise<{ view: OpenStackView; findings: Finding[] }> {
@@ -335,6 +399,7 @@ export async function collectStatus(
   const notAlreadySaid = (f: Finding): boolean => !unreachable.has(f.node);
   for (const c of clusters) findings.push(...c.findings.filter(notAlreadySaid));
   findings.push(...openstack.findings);
+  findings.push(...images.findings);
   const verdict = verdictOf(findings);
   return {
     version: STATUS_FORMAT_VERSION,
@@ -346,6 +411,7 @@ export async function collectStatus(
     nodes,
     clusters: clusters.map((c): ClusterView => c.view),
     openstack: openstack.view,
+    images: images.view,
     findings,
     ms: now() - t0,
   };

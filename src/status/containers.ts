@@ -7,6 +7,7 @@
 import { ContainerAction, diffConfig, diffContainer, parseSha256sum } from '../orchestrator/state.js';
 import type { ConfigWork, ContainerWork } from '../orchestrator/planner.js';
 import type { ContainerInfo } from '../remote/index.js';
+import { short } from '../images/pin.js';
 import {
   ConfigState,
   ContainerState,
@@ -35,17 +36,35 @@ const DOCKER_HEALTH: Readonly<Record<string, Health>> = {
   starting: Health.STARTING,
 };
 
-/** The tag of an image reference (`reg:5000/ns/img:tag` -> `tag`), or `latest`; a digest stays as is. */
+/**
+ * The tag of an image reference for people (`reg:5000/ns/img:tag` -> `tag`, else `latest`); a pinned
+ * reference shows its digest shortened (`tag@sha256:0123456789ab`).
+ */
 export function tagOf(ref: string): string {
   const at = ref.indexOf('@');
-  if (at >= 0) return ref.slice(at + 1);
-  const name = ref.slice(ref.lastIndexOf('/') + 1);
+  const name = (at >= 0 ? ref.slice(0, at) : ref).slice(ref.lastIndexOf('/', at >= 0 ? at : undefined) + 1);
   const colon = name.lastIndexOf(':');
-  return colon >= 0 ? name.slice(colon + 1) : 'latest';
+  const tag = colon >= 0 ? name.slice(colon + 1) : at >= 0 ? '' : 'latest';
+  if (at < 0) return tag;
+  const digest = short(ref.slice(at + 1));
+  return tag ? `${tag}@${digest}` : digest;
 }
 
-/** Status of one planned container from its inspect result (undefined: no such container). */
-export function containerStatus(work: ContainerWork, info: ContainerInfo | undefined): ContainerStatus {
+/** The digest a pinned reference names (`…@sha256:…`), or undefined for a tag reference. */
+export function pinnedDigestOf(ref: string): string | undefined {
+  const at = ref.indexOf('@');
+  return at >= 0 ? ref.slice(at + 1) : undefined;
+}
+
+/**
+ * Status of one planned container from its inspect result (undefined: no such container) and the
+ * RepoDigests of the image it runs (undefined: not looked at).
+ */
+export function containerStatus(
+  work: ContainerWork,
+  info: ContainerInfo | undefined,
+  imageDigests?: readonly string[],
+): ContainerStatus {
   const wanted = { wanted: work.image, wantedTag: tagOf(work.image) };
   if (!info) {
     return {
@@ -62,13 +81,31 @@ export function containerStatus(work: ContainerWork, info: ContainerInfo | undef
     state === ContainerState.RUNNING ? (DOCKER_HEALTH[info.state.health ?? ''] ?? Health.NONE) : Health.NONE;
   const diff = diffContainer(work, info);
   const outdated = diff.action === ContainerAction.RECREATE;
+  const pinned = pinnedDigestOf(work.image);
+  // What runs against the pin: the digests Docker recorded for the image the container runs.
+  const digest =
+    pinned && imageDigests
+      ? {
+          digest: {
+            pinned,
+            running: imageDigests.map((d) => d.slice(d.indexOf('@') + 1)),
+            matches: imageDigests.some((d) => d.endsWith(`@${pinned}`)),
+          },
+        }
+      : {};
   return {
     name: work.name,
     service: work.service,
     state,
     health,
     ...(state === ContainerState.RUNNING ? {} : { exitCode: info.state.exitCode }),
-    image: { running: info.image, runningTag: tagOf(info.image), ...wanted, matches: info.image === work.image },
+    image: {
+      running: info.image,
+      runningTag: tagOf(info.image),
+      ...wanted,
+      matches: info.image === work.image,
+      ...digest,
+    },
     config: { state: outdated ? ConfigState.OUTDATED : ConfigState.CURRENT, changed: outdated ? diff.changed : [] },
   };
 }
@@ -85,6 +122,9 @@ export function containerFindings(node: string, c: ContainerStatus): Finding[] {
   }
   if (!c.image.matches) {
     out.push(f(Severity.DRIFT, `runs ${c.image.running ?? '?'}, the plan wants ${c.image.wanted}`));
+  } else if (c.image.digest && !c.image.digest.matches) {
+    const running = c.image.digest.running.map(short).join(', ') || 'no registry digest';
+    out.push(f(Severity.DRIFT, `runs an image with ${running}, not the pinned ${short(c.image.digest.pinned)}`));
   }
   if (c.config.state === ConfigState.OUTDATED) {
     out.push(f(Severity.DRIFT, `a deploy would recreate it (${c.config.changed.join(', ')})`));

@@ -3,6 +3,7 @@
  * verdict, a compact table per node, one line per clustered service, the
  * findings. `--json` prints the StatusReport itself (model.ts).
  */
+import { short } from '../images/pin.js';
 import { CLUSTER_READERS } from './clusters.js';
 import { ConfigState, ViewState, type NodeStatus, type StatusReport } from './model.js';
 
@@ -76,6 +77,19 @@ export function formatClusters(r: StatusReport): string {
         )
       : '  no hypervisors\n';
   }
+  return s + formatImages(r);
+}
+
+/** The images' pins against the registry: one line, then one per moved or gone tag and the unpinned images. */
+export function formatImages(r: StatusReport): string {
+  const v = r.images;
+  const moved = v.tags.filter((t) => t.state !== 'pinned');
+  let s = `images: ${v.state === ViewState.NOT_DEPLOYED ? 'none pinned' : v.state}`;
+  if (v.tags.length) s += ` (${v.tags.length - moved.length} of ${v.tags.length} tag(s) still name their pin)`;
+  s += `${v.error ? `: ${v.error}` : ''}\n`;
+  for (const t of moved)
+    s += `  ${t.ref}: ${t.state === 'moved' ? `tag moved to ${short(t.current!)}` : 'tag gone'}, pinned ${short(t.pinned)}\n`;
+  if (v.unpinned.length) s += `  not pinned (the next deploy pins them): ${v.unpinned.join(', ')}\n`;
   return s;
 }
 

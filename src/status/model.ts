@@ -114,6 +114,11 @@ export interface ContainerStatus {
     readonly runningTag?: string;
     readonly wantedTag: string;
     readonly matches: boolean;
+    /**
+     * For a pinned image of a running container: the pinned digest against the registry digests
+     * Docker recorded for the image the container runs (docker inspect's image id -> RepoDigests).
+     */
+    readonly digest?: { readonly pinned: string; readonly running: readonly string[]; readonly matches: boolean };
   };
   readonly config: {
     readonly state: ConfigState;
@@ -253,6 +258,27 @@ export interface ClusterView {
   readonly members: readonly ClusterMember[];
 }
 
+/** A pinned image's tag as the registry names it now. */
+export interface ImageTagStatus {
+  /** The tag reference (`registry/namespace/key:tag`). */
+  readonly ref: string;
+  readonly pinned: string;
+  /** pinned: the tag still names the pin; moved: another digest (`current`); gone: no such tag any more. */
+  readonly state: 'pinned' | 'moved' | 'gone';
+  readonly current?: string;
+}
+
+/** The images of the checked services against the registry: have their tags moved since they were pinned? */
+export interface ImagesView {
+  /** ok: every pinned tag still names its pin; problem: some moved or are gone; unknown: the registry was not asked or did not answer. */
+  readonly state: ViewState;
+  /** Pinned images whose tags were asked about, with what the registry said. */
+  readonly tags: readonly ImageTagStatus[];
+  /** Tag references of images without a pin (the next deploy pins them). */
+  readonly unpinned: readonly string[];
+  readonly error?: string;
+}
+
 /** Everything `stackctl status` found. */
 export interface StatusReport {
   readonly version: typeof STATUS_FORMAT_VERSION;
@@ -267,6 +293,8 @@ export interface StatusReport {
   /** Each clustered service (its file's cluster_check) as its members see it. */
   readonly clusters: readonly ClusterView[];
   readonly openstack: OpenStackView;
+  /** The images' tags in the registry against their pins. */
+  readonly images: ImagesView;
   readonly findings: readonly Finding[];
   readonly ms: number;
 }

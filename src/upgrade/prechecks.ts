@@ -348,6 +348,7 @@ export function statusPlanOf(dp: DeployPlan, ctx: Pick<UpgradeContext, 'current'
     },
     inputs: { inventory: '', catalog: '', release: ctx.current.name, secrets: 'present' },
     vips: {},
+    images: [],
     nodes: [...nodes.values()],
     services: [...services].map(([name, s]) => ({
       name,
@@ -491,7 +492,10 @@ const checkHealthy: Handler<'check-healthy'> = async (action, ctx) => {
 
 const checkImages: Handler<'check-images'> = async (action, ctx) => {
   // NOTE: the references carry the registry the nodes pull from (cloud.registry or the manifest's).
-  const r = await checkImagesPresent(action.images, { release: ctx.target.name });
+  const r = await checkImagesPresent(action.images, {
+    release: ctx.target.name,
+    scheme: ctx.inventory.cloud.registry_insecure === true ? 'http' : 'https',
+  });
   return `${r.present.length} target image(s) present in the registry ${r.registry}`;
 };
 

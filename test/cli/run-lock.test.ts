@@ -18,6 +18,8 @@ import { packageRoot } from '../../src/core/paths.js';
 import { loadSecrets } from '../../src/inventory/secrets.js';
 import { startFleet, type RunningVbmc } from '../../src/lab/vbmc/fleet.js';
 import { buildProgram } from '../../src/cli/main.js';
+import { loadAll, planOf } from '../../src/cli/context.js';
+import { PinSource, savePins, withPins } from '../../src/images/pins.js';
 import { lockFileFor, safeCommandLine, withRunLock } from '../../src/cli/run-lock.js';
 import { copyInventory, runCli, tempDir } from '../helpers/cli.js';
 
@@ -56,6 +58,14 @@ function inventoryAt(ports: { ipmi: number; redfish: number }): string {
       .replace('127.0.0.1:8230', `127.0.0.1:${ports.redfish}`),
   );
   return inv;
+}
+
+/** Pin every image of the inventory's plan to a made-up digest, as `images push -i` would have. */
+function pinEveryImage(inv: string): void {
+  const all = loadAll({ inventory: inv });
+  const refs = planOf(all).plan.images.map((i) => i.ref);
+  const digest = `sha256:${'0'.repeat(64)}`;
+  savePins(all.imagesFile, withPins(all.pins, new Map(refs.map((r) => [r, digest])), PinSource.PUSH, new Date()).state);
 }
 
 /** A Redfish "BMC" that accepts connections and never answers: a command asking it waits its full timeout. */
@@ -202,6 +212,8 @@ describe('two stackctl runs on one inventory', () => {
       expect((await killed.exit).signal).toBe('SIGKILL');
       expect(existsSync(lockFile)).toBe(true); // nothing could clean up after a SIGKILL
 
+      // every image pinned: the deploy asks no registry (there is none here) and goes on to its nodes
+      pinEveryImage(inv);
       const resume = await run(20_000, 'deploy', '--resume', '-i', inv);
       const warning =
         `${inv}: warning W_LOCK_STALE: took over the run lock ${lockFile} left by ` +
@@ -313,6 +325,8 @@ const LOCKING: readonly (readonly string[])[] = [
   ['nodes', 'undeploy', '--all'],
   ['deploy'],
   ['deploy', '--resume'],
+  ['images', 'push'], // with -i: pins what it pushed
+  ['images', 'pin'],
   ['upgrade', '--to', 'zed-update'],
   ['recover', 'galera'],
   ['lab', 'bmc', 'start'],
@@ -342,7 +356,7 @@ const READ_ONLY: readonly (readonly string[])[] = [
 ];
 
 /** Not tied to an inventory (no -i): machine-wide, or a workspace; they take no inventory lock. */
-const NO_INVENTORY = ['schema', 'images build', 'images push', 'images list', 'images build-ramdisk', 'tempest run'];
+const NO_INVENTORY = ['schema', 'images build', 'images list', 'images build-ramdisk', 'tempest run'];
 
 /** Runs until interrupted, beside the runs that need it (tested above with real processes). */
 const SERVING = ['lab bmc serve'];
@@ -382,8 +396,8 @@ describe('which commands take the run lock', () => {
       expect(r.stderr).toContain(
         `error E_LOCKED: ${inv} is locked by another stackctl run: 'stackctl deploy -i lab.yaml'`,
       );
-      // refused before anything: no secrets, IPAM state or node state appeared
-      for (const ext of ['.secrets.yaml', '.ipam.json', '.nodes.json']) {
+      // refused before anything: no secrets, IPAM state, image pins or node state appeared
+      for (const ext of ['.secrets.yaml', '.ipam.json', '.images.json', '.nodes.json']) {
         expect(existsSync(inv.replace('.yaml', ext))).toBe(false);
       }
     } finally {

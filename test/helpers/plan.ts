@@ -15,8 +15,13 @@ import type { Release } from '../../src/roles/schema.js';
 export const catalog = loadCatalog(defaultRolesDir());
 export const release = loadRelease(defaultReleasesDir(), 'zed');
 
-/** The plan of an inventory given as text, with fresh IPAM and optional secrets. */
-export function planFromText(text: string, secrets?: ReadonlyMap<string, Secret>, rel: Release = release): PlanResult {
+/** The plan of an inventory given as text, with fresh IPAM and optional secrets and image pins. */
+export function planFromText(
+  text: string,
+  secrets?: ReadonlyMap<string, Secret>,
+  rel: Release = release,
+  pins?: ReadonlyMap<string, string>,
+): PlanResult {
   const loaded = parseInventory('inv.yaml', text, { roles: catalog.roleInfo });
   const alloc = allocate(loaded.inventory, loaded.networks, catalog.roleInfo, EMPTY_IPAM, (p) =>
     loaded.source.locate(p),
@@ -28,6 +33,7 @@ export function planFromText(text: string, secrets?: ReadonlyMap<string, Secret>
     release: rel,
     addresses: alloc.addresses,
     ...(secrets ? { secrets } : {}),
+    ...(pins ? { pins } : {}),
   });
 }
 

@@ -221,6 +221,13 @@ const mutations: Mutation[] = [
     code: 'E_SCHEMA_FORMAT',
     at: 'region: Region One',
   },
+  {
+    scenario: 'a plain-HTTP registry declared otherwise',
+    inventory: MULTI,
+    from: 'registry_insecure: true',
+    to: 'registry_insecure: false',
+    code: 'E_REGISTRY_PLAIN_HTTP',
+  },
 ];
 
 describe('stackctl inventory validate', () => {
@@ -290,6 +297,20 @@ describe('stackctl inventory validate', () => {
     expect(r.stderr).toMatch(
       /:\d+:\d+: error E_UNKNOWN_SETTING at \/cloud\/settings\/keepalived_router_id: cloud.settings.keepalived_router_id belongs to service keepalived, which no node of this inventory runs/,
     );
+  });
+
+  it('refuses a plain-HTTP registry the inventory does not declare, saying what the setting means', async () => {
+    const file = copyInventory(LAB);
+    const text = readFileSync(file, 'utf8');
+    writeFileSync(file, text.replace(/\n.*\n {2}registry_insecure: true\n/, '\n'));
+    const r = await runCli('inventory', 'validate', '-i', file);
+    expect(r.code).toBe(3);
+    expect(r.stderr).toMatch(/lab\.yaml:\d+:\d+: error E_REGISTRY_PLAIN_HTTP at \/cloud:/);
+    expect(r.stderr).toContain(
+      'the registry 192.168.24.1:5000 speaks plain HTTP, and cloud.registry_insecure is not true',
+    );
+    expect(r.stderr).toContain('Set cloud.registry_insecure: true');
+    expect(r.stderr).toContain('TLS for stackctl');
   });
 
   it('reports every fault at once', async () => {

@@ -16,6 +16,7 @@ import type { DeployOpts } from '../../src/cli/deploy.js';
 import { ExitCode } from '../../src/core/errors.js';
 import { defaultRolesDir } from '../../src/core/paths.js';
 import { labPaths, sshBanner } from '../../src/lab/nodes/lab.js';
+import { loadPins, pinsFileFor, savePins } from '../../src/images/pins.js';
 import { effectKey, journalFileFor, parseJournal, type JournalRecord } from '../../src/orchestrator/journal.js';
 import { LABEL } from '../../src/orchestrator/state.js';
 import { generateEd25519, parsePublicKey, type ContainerInfo } from '../../src/remote/index.js';
@@ -57,7 +58,15 @@ const CONTAINERS = [...IMAGES, 'mariadb_clustercheck'];
 const CTL_INTERNAL_API = `${P}.20.10`;
 const INTERNAL_VIP = `${P}.20.250`;
 const EXTERNAL_VIP = `${P}.10.250`;
-const MEMCACHED_IMAGE = `${P}.24.1:5000/stackctl/memcached:zed-1`;
+/** memcached's tag reference; the nodes run it pinned: `…:zed-1@sha256:…` (the pin its first deploy wrote). */
+const MEMCACHED_TAG = `${P}.24.1:5000/stackctl/memcached:zed-1`;
+const memcachedImage = (): string => {
+  const digest = loadPins(pinsFileFor(lab.inventory)).images[MEMCACHED_TAG]?.digest;
+  expect(digest, `a pin of ${MEMCACHED_TAG}`).toBeDefined();
+  return `${MEMCACHED_TAG}@${digest}`;
+};
+/** The status table's IMAGE column of a pinned zed-1 image. */
+const PINNED_TAG = 'zed-1@sha256:[0-9a-f]{12}';
 /** The OpenStack client (Debian's python3-openstackclient) as the images carry it: run on the deploy host. */
 
 /** A service's answer to `stats` at host:port, from this machine over the lab network. */
@@ -175,6 +184,13 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
     const { report, text } = await deploy();
     process.stderr.write(`deploy ${SERVICES} (pulls included): ${((Date.now() - t0) / 1000).toFixed(1)} s\n`);
     expect(report?.ok, text).toBe(true);
+    // the first deploy pinned every image of the plan, once, and said so; the nodes run them by digest
+    const pins = loadPins(pinsFileFor(lab.inventory)).images;
+    for (const i of IMAGES) {
+      const ref = `${P}.24.1:5000/stackctl/${i}:zed-1`;
+      expect(pins[ref], ref).toMatchObject({ digest: expect.stringMatching(/^sha256:[0-9a-f]{64}$/), by: 'deploy' });
+      expect(text).toContain(`pinned ${ref} to ${pins[ref]!.digest.slice(0, 19)}`);
+    }
     for (const c of CONTAINERS) expect(text).toMatch(new RegExp(`step \\d ctl-0: container ${c} created`));
     expect(text).toMatch(/database keystone\/keystone ran/);
     expect(text).toMatch(/task keystone\/db-sync ran/);
@@ -188,6 +204,7 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
     // memcached: labelled with its hash, answering on its internal_api address, its config file 0644.
     const mc = await inspect();
     expect(mc?.state.running).toBe(true);
+    expect(mc?.image).toBe(memcachedImage());
     expect(mc?.labels[LABEL.hash]).toMatch(/^[0-9a-f]{64}$/);
     expect(mc?.labels[LABEL.service]).toBe('memcached');
     expect(mc?.labels[LABEL.cloud]).toBe('deployid');
@@ -241,6 +258,7 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
     process.stderr.write(`no-op redeploy of ${SERVICES}: ${((Date.now() - t0) / 1000).toFixed(1)} s\n`);
     expect(report?.ok, text).toBe(true);
     expect(report?.changes).toBe(0);
+    expect(text).not.toContain('pinned'); // pinned images: the registry is not asked again
     for (const c of CONTAINERS) expect(text).toMatch(new RegExp(`container ${c} unchanged`));
     expect(await lab.startedAt()).toEqual(before);
   }, 180_000);
@@ -273,7 +291,11 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
       for (const c of ctl!.containers) {
         expect(c.state, c.name).toBe('running');
         expect(c.health, c.name).toBe(c.name === 'keepalived' ? 'none' : 'healthy'); // keepalived has no healthcheck
-        expect(c.image).toMatchObject({ runningTag: 'zed-1', wantedTag: 'zed-1', matches: true });
+        expect(c.image).toMatchObject({
+          runningTag: expect.stringMatching(new RegExp(`^${PINNED_TAG}$`)),
+          matches: true,
+          digest: { matches: true },
+        });
         expect(c.config).toEqual({ state: 'current', changed: [] });
       }
       expect(ctl!.configFiles.drift).toEqual([]);
@@ -286,10 +308,15 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
         members: [{ node: 'ctl-0', wsrepOn: false, clusterSize: 0, clusterStatus: 'Disconnected' }],
       });
       expect(report.openstack.state).toBe('not deployed');
+      // every pinned tag asked in the registry: none moved
+      expect(report.images).toMatchObject({ state: 'ok', unpinned: [] });
+      expect(report.images.tags.map((t) => t.state)).toEqual(IMAGES.map(() => 'pinned'));
       const human = await status();
       expect(human.code).toBe(0);
       expect(human.stdout).toMatch(/^cloud deployid: HEALTHY \(exit status 0\)/);
-      expect(human.stdout).toMatch(/^ {2}memcached\s+running\s+healthy\s+zed-1\s+up to date$/m);
+      expect(human.stdout).toMatch(
+        new RegExp(`^ {2}memcached\\s+running\\s+healthy\\s+${PINNED_TAG}\\s+up to date$`, 'm'),
+      );
       for (const s of ['keystone_admin_password', 'mariadb_root_password'])
         expect(human.stdout + human.stderr).not.toContain(secret(s));
     }, 300_000);
@@ -304,7 +331,9 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
           expect(mc).toMatchObject({ state: 'running', config: { state: 'outdated' } });
           expect(mc!.config.changed).toEqual(['config /etc/stackctl/memcached/options']);
           expect((await status()).stdout).toMatch(
-            /memcached\s+running\s+healthy\s+zed-1\s+would be recreated: config \/etc\/stackctl\/memcached\/options/,
+            new RegExp(
+              `memcached\\s+running\\s+healthy\\s+${PINNED_TAG}\\s+would be recreated: config /etc/stackctl/memcached/options`,
+            ),
           );
         },
       );
@@ -364,20 +393,37 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
     expect(await memcachedStats(CTL_INTERNAL_API)).toMatch(/STAT limit_maxbytes 33554432/);
   }, 180_000);
 
-  it('an image missing from the registry fails the step naming image and registry, with nothing stopped', async () => {
+  it('an image missing from the registry: unpinned, the deploy stops before anything; pinned, the pull fails the step', async () => {
     const before = await inspect();
+    const pinsFile = pinsFileFor(lab.inventory);
+    const pins = readFileSync(pinsFile, 'utf8');
+    const ref = `${P}.24.1:5999/stackctl/memcached:zed-1`;
     await withInventory(
       (t) => t.replace(`registry: ${P}.24.1:5000`, `registry: ${P}.24.1:5999`),
       async () => {
         const dry = await deploy({ services: 'memcached', dryRun: true });
         expect(dry.text).toMatch(/memcached\s+recreate\s+image/);
-        const { report, text: out } = await deploy({ services: 'memcached' });
-        expect(report?.ok).toBe(false);
-        expect(report?.failures).toHaveLength(1);
-        expect(report?.failures[0]).toMatchObject({ code: 'E_IMAGE_PULL', class: 'retryable' });
-        expect(report?.failures[0]?.message).toContain(`${P}.24.1:5999/stackctl/memcached:zed-1`);
-        expect(report?.failures[0]?.message).toContain(`registry ${P}.24.1:5999`);
-        expect(out).toMatch(/aborted after step 2: failure budget exceeded by Controller \(1\/1\)/);
+        expect(dry.text).toContain(`not pinned yet: `); // a dry run asks no registry
+        // No pin for the new reference: the deploy asks the registry for it first, and stops there.
+        const err = await deploy({ services: 'memcached' }).catch((e: unknown) => e);
+        expect(err).toMatchObject({ code: 'E_REGISTRY_UNREACHABLE' });
+        expect((err as Error).message).toContain(`${P}.24.1:5999`);
+        expect(readFileSync(pinsFile, 'utf8')).toBe(pins);
+        // Pinned (to memcached's digest), the deploy asks the registry nothing: the node's pull fails the step.
+        const state = loadPins(pinsFile);
+        const digest = state.images[MEMCACHED_TAG]!.digest;
+        savePins(pinsFile, { version: 1, images: { ...state.images, [ref]: { digest, at: 'now', by: 'pin' } } });
+        try {
+          const { report, text: out } = await deploy({ services: 'memcached' });
+          expect(report?.ok).toBe(false);
+          expect(report?.failures).toHaveLength(1);
+          expect(report?.failures[0]).toMatchObject({ code: 'E_IMAGE_PULL', class: 'retryable' });
+          expect(report?.failures[0]?.message).toContain(`${ref}@${digest}`);
+          expect(report?.failures[0]?.message).toContain(`registry ${P}.24.1:5999`);
+          expect(out).toMatch(/aborted after step 2: failure budget exceeded by Controller \(1\/1\)/);
+        } finally {
+          writeFileSync(pinsFile, pins);
+        }
       },
     );
     const after = await inspect();
@@ -467,12 +513,13 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
   it('resumes after SIGKILL at a random moment without doing any side effect twice', async () => {
     // Real work for the run: memcached and keystone gone, memcached's image gone from the node, another setting.
     for (const c of ['memcached', 'keystone']) await lab.ctl().docker.removeContainer(c, { force: true });
-    await lab.ctl().exec(['docker', 'rmi', '-f', MEMCACHED_IMAGE], { timeoutMs: 60_000 });
+    const rmi = await lab.ctl().exec(['docker', 'rmi', '-f', memcachedImage()], { timeoutMs: 60_000 });
+    expect(rmi.code, rmi.stderr).toBe(0);
     const text = readFileSync(lab.inventory, 'utf8');
     writeFileSync(lab.inventory, text.replace('memcached_memory_mb: 32', 'memcached_memory_mb: 48'));
     /** What the run has to do, each exactly once: 6 effects, an intent and a done line each. */
     const expected = [
-      `pull ctl-0 ${MEMCACHED_IMAGE}`,
+      `pull ctl-0 ${memcachedImage()}`,
       'upload ctl-0 /etc/stackctl/memcached/options',
       'create ctl-0 memcached',
       'start ctl-0 memcached',
@@ -600,7 +647,9 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
         expect(st.code, st.stdout).toBe(ExitCode.REMOTE);
         expect(st.stdout).toMatch(/^cloud deployid: UNREACHABLE \(exit status 5\)/);
         expect(st.stdout).toMatch(new RegExp(`^cmp-0 \\(Compute, ${P}\\.24\\.11\\): UNREACHABLE E_\\w+: `, 'm'));
-        expect(st.stdout).toMatch(/^ {2}keystone\s+running\s+healthy\s+zed-1\s+up to date$/m);
+        expect(st.stdout).toMatch(
+          new RegExp(`^ {2}keystone\\s+running\\s+healthy\\s+${PINNED_TAG}\\s+up to date$`, 'm'),
+        );
         process.exitCode = undefined;
 
         await asControllers(async () => {

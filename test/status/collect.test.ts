@@ -23,9 +23,15 @@ const PASSWORD = 'S3cret-admin-pw';
 function cloud(
   services: readonly string[],
   tweak: (node: string, c: Map<string, ContainerInfo>) => void = () => undefined,
+  pin?: string,
 ) {
-  const { plan, deployPlan } = labPlan(services);
+  const { plan, deployPlan } = labPlan(services, pin);
   const calls: ExecCall[] = [];
+  // the fake containers all run image sha256:0; pinned, it carries every repository's pinned digest
+  const imageDigests = new Map(
+    pin ? [['sha256:0', plan.images.map((i) => `${i.ref.slice(0, i.ref.lastIndexOf(':'))}@${pin}`)]] : [],
+  );
+  const inspected: string[] = [];
   const answer = (_c: string, argv: readonly string[]): ExecResult => {
     if (argv[0] === 'mariadb') return ok(sample('galera-wsrep-off.tsv'));
     if (argv[0] === 'rabbitmqctl') return ok(sample('rabbitmq-cluster-status-3.10.json'));
@@ -38,7 +44,7 @@ function cloud(
     plan.nodes.map((n) => {
       const containers = new Map(workOn(deployPlan, n.name).map((w) => [w.name, deployed(plan.cloud.name, w)]));
       tweak(n.name, containers);
-      return [n.name, fakeEngine(containers, answer, calls)];
+      return [n.name, fakeEngine(containers, answer, calls, imageDigests, inspected)];
     }),
   );
   // Every planned config file present with the planned content.
@@ -48,7 +54,7 @@ function cloud(
     docker: engines.get(node)!,
     exec: async () => ok(sums.join('\n')),
   });
-  return { plan, deployPlan, services: [...services], roles: catalog.provides, calls, connect };
+  return { plan, deployPlan, services: [...services], roles: catalog.provides, calls, connect, inspected };
 }
 
 const IDENTITY = ['haproxy', 'keepalived', 'mariadb', 'memcached', 'keystone'];
@@ -216,5 +222,85 @@ describe('collectStatus', () => {
     });
     expect([r.verdict, r.exitCode]).toEqual(['healthy', 0]);
     expect(JSON.stringify(r)).not.toContain(PASSWORD);
+  });
+});
+
+describe('collectStatus: images against their pins', () => {
+  const PIN = `sha256:${'a'.repeat(64)}`;
+  const MOVED = `sha256:${'b'.repeat(64)}`;
+  const KEYSTONE = '192.168.24.1:5000/stackctl/keystone:zed-1';
+
+  it('unpinned images: listed, the registry not asked, nothing found', async () => {
+    const c = cloud(IDENTITY);
+    let asked = 0;
+    const r = await collectStatus(c, { connect: c.connect, checkTags: async () => (asked++, []) });
+    expect(asked).toBe(0);
+    expect(r.images).toMatchObject({ state: 'not deployed', tags: [] });
+    expect(r.images.unpinned).toContain(KEYSTONE);
+    expect(r.findings).toEqual([]);
+    expect(c.inspected).toEqual([]);
+  });
+
+  it("pinned images whose tags still name the pin: healthy; each running image's digests looked at once", async () => {
+    const c = cloud(IDENTITY, undefined, PIN);
+    const asked: string[] = [];
+    const r = await collectStatus(c, {
+      connect: c.connect,
+      checkTags: async (images) =>
+        images.map((i) => (asked.push(i.ref), { ref: i.ref, pinned: i.digest!, state: 'pinned' as const })),
+    });
+    expect(r.findings).toEqual([]);
+    expect([r.verdict, r.images.state]).toEqual(['healthy', 'ok']);
+    // the checked services' images only (not those of nova or glance)
+    expect(asked).toContain(KEYSTONE);
+    expect(asked.some((a) => a.includes('nova'))).toBe(false);
+    expect(r.images.unpinned).toEqual([]);
+    const ks = r.nodes[0]!.containers.find((x) => x.name === 'keystone')!;
+    expect(ks.image.digest).toEqual({ pinned: PIN, running: expect.arrayContaining([PIN]), matches: true });
+    expect(c.inspected).toEqual(['sha256:0']);
+  });
+
+  it('a tag moved in the registry: drift, saying the cloud stays on the pin and how to move', async () => {
+    const c = cloud(IDENTITY, undefined, PIN);
+    const r = await collectStatus(c, {
+      connect: c.connect,
+      checkTags: async (images) =>
+        images.map((i) =>
+          i.ref === KEYSTONE
+            ? { ref: i.ref, pinned: i.digest!, state: 'moved' as const, current: MOVED }
+            : { ref: i.ref, pinned: i.digest!, state: 'pinned' as const },
+        ),
+    });
+    expect([r.verdict, r.exitCode, r.images.state]).toEqual(['drift', 9, 'problem']);
+    expect(r.findings).toEqual([
+      {
+        severity: 'drift',
+        node: 'cloud',
+        subject: KEYSTONE,
+        message:
+          'tag now points to sha256:bbbbbbbbbbbb, not the pinned sha256:aaaaaaaaaaaa: the cloud stays on the pin; ' +
+          'run stackctl images pin --refresh to move (then deploy)',
+      },
+    ]);
+  });
+
+  it('a registry that does not answer: unhealthy, the rest of the report intact', async () => {
+    const c = cloud(IDENTITY, undefined, PIN);
+    const r = await collectStatus(c, {
+      connect: c.connect,
+      checkTags: async () => {
+        throw new RemoteError('E_REGISTRY_UNREACHABLE', 'the registry 192.168.24.1:5000 does not answer');
+      },
+    });
+    expect(r.images).toMatchObject({ state: 'unknown', error: 'the registry 192.168.24.1:5000 does not answer' });
+    expect(r.findings).toEqual([
+      {
+        severity: 'unhealthy',
+        node: 'cloud',
+        subject: 'registry',
+        message: 'the registry 192.168.24.1:5000 does not answer',
+      },
+    ]);
+    expect(r.nodes[0]!.containers).toHaveLength(6);
   });
 });

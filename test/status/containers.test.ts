@@ -14,7 +14,52 @@ describe('containerStatus', () => {
     ['localhost:5000/memcached', 'latest'],
     ['memcached:1.6', '1.6'],
     ['reg/x@sha256:abc', 'sha256:abc'],
+    [`192.168.24.1:5000/stackctl/memcached:zed-1@sha256:${'a'.repeat(64)}`, 'zed-1@sha256:aaaaaaaaaaaa'],
   ])('tag of %s is %s', (ref, tag) => expect(tagOf(ref)).toBe(tag));
+
+  describe('a pinned image', () => {
+    const PIN = `sha256:${'a'.repeat(64)}`;
+    const pinned = workOn(labPlan(['memcached'], PIN).deployPlan, 'ctl-0').find((w) => w.name === 'memcached')!;
+    const repo = '192.168.24.1:5000/stackctl/memcached';
+
+    it("runs by digest, and what runs is compared with the pin through the image's RepoDigests", () => {
+      expect(pinned.image).toBe(`${repo}:zed-1@${PIN}`);
+      const s = containerStatus(pinned, deployed(cloud, pinned), [`${repo}@${PIN}`]);
+      expect(s.image).toEqual({
+        running: pinned.image,
+        runningTag: 'zed-1@sha256:aaaaaaaaaaaa',
+        wanted: pinned.image,
+        wantedTag: 'zed-1@sha256:aaaaaaaaaaaa',
+        matches: true,
+        digest: { pinned: PIN, running: [PIN], matches: true },
+      });
+      expect(containerFindings('ctl-0', s)).toEqual([]);
+    });
+
+    it('an image under the pinned reference whose registry digest is another one: drift', () => {
+      const other = `sha256:${'b'.repeat(64)}`;
+      const s = containerStatus(pinned, deployed(cloud, pinned), [`${repo}@${other}`]);
+      expect(s.image.digest).toEqual({ pinned: PIN, running: [other], matches: false });
+      expect(containerFindings('ctl-0', s)).toEqual([
+        {
+          severity: 'drift',
+          node: 'ctl-0',
+          subject: 'memcached',
+          message: 'runs an image with sha256:bbbbbbbbbbbb, not the pinned sha256:aaaaaaaaaaaa',
+        },
+      ]);
+    });
+
+    it('a container still running the tag: drift, and a deploy would recreate it for its image', () => {
+      const s = containerStatus(pinned, { ...deployed(cloud, memcached) });
+      expect(s.image.matches).toBe(false);
+      expect(s.config).toEqual({ state: 'outdated', changed: ['image'] });
+      expect(containerFindings('ctl-0', s).map((f) => f.message)).toEqual([
+        `runs ${memcached.image}, the plan wants ${pinned.image}`,
+        'a deploy would recreate it (image)',
+      ]);
+    });
+  });
 
   it('a container deployed as planned: running, healthy, the planned tag, up to date, no finding', () => {
     const s = containerStatus(memcached, deployed(cloud, memcached));

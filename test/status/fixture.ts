@@ -9,9 +9,16 @@ import { catalog, planFromText } from '../helpers/plan.js';
 
 const labText = readFileSync(join(import.meta.dirname, '..', '..', 'inventories', 'lab.yaml'), 'utf8');
 
-/** The plan of inventories/lab.yaml (ctl-0 Controller, cmp-0 Compute) and its deploy plan for `services`. */
-export function labPlan(services?: readonly string[]): { plan: Plan; deployPlan: DeployPlan; services: string[] } {
-  const { plan } = planFromText(labText);
+/**
+ * The plan of inventories/lab.yaml (ctl-0 Controller, cmp-0 Compute) and its deploy plan for `services`;
+ * with `pin`, every image pinned to that digest.
+ */
+export function labPlan(
+  services?: readonly string[],
+  pin?: string,
+): { plan: Plan; deployPlan: DeployPlan; services: string[] } {
+  const pins = pin ? new Map(planFromText(labText).plan.images.map((i) => [i.ref, pin] as const)) : undefined;
+  const { plan } = planFromText(labText, undefined, undefined, pins);
   const all = services ?? plan.services.map((s) => s.name);
   return { plan, deployPlan: planDeploy(plan, catalog, { services: all }), services: [...all] };
 }
@@ -50,15 +57,24 @@ export interface ExecCall {
   readonly env: Readonly<Record<string, unknown>> | undefined;
 }
 
-/** A fake engine: `containers` by name, `exec` answered by `answer`. */
+/**
+ * A fake engine: `containers` by name, `exec` answered by `answer`, images by id with the registry
+ * digests in `imageDigests` (`repository@sha256:…`); `inspected` records the image inspects.
+ */
 export function fakeEngine(
   containers: ReadonlyMap<string, ContainerInfo>,
   answer: (container: string, argv: readonly string[]) => ExecResult,
   calls: ExecCall[] = [],
+  imageDigests: ReadonlyMap<string, readonly string[]> = new Map(),
+  inspected: string[] = [],
 ): ContainerEngine {
   const engine: Partial<ContainerEngine> = {
     version: async () => ({ version: '20.10.24', apiVersion: '1.41' }),
     inspectContainer: async (ref) => containers.get(ref),
+    inspectImage: async (ref) => {
+      inspected.push(ref);
+      return { id: ref, tags: [], digests: imageDigests.get(ref) ?? [], created: '', size: 0, labels: {} };
+    },
     exec: async (container, argv, opts) => {
       calls.push({ container, argv, env: opts?.env });
       return answer(container, argv);

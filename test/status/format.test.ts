@@ -105,6 +105,19 @@ const report: StatusReport = {
     ],
     hypervisors: [],
   },
+  images: {
+    state: 'problem',
+    tags: [
+      { ref: '192.168.24.1:5000/stackctl/mariadb:zed-1', pinned: `sha256:${'a'.repeat(64)}`, state: 'pinned' },
+      {
+        ref: '192.168.24.1:5000/stackctl/memcached:zed-1',
+        pinned: `sha256:${'b'.repeat(64)}`,
+        state: 'moved',
+        current: `sha256:${'c'.repeat(64)}`,
+      },
+    ],
+    unpinned: ['192.168.24.1:5000/stackctl/nova-api:zed-1'],
+  },
   findings: [
     { severity: 'unreachable', node: 'cmp-0', subject: 'node', message: 'E_SSH_CONNECT_TIMEOUT: no SSH session' },
     { severity: 'unhealthy', node: 'ctl-0', subject: 'memcached', message: 'exited (exit code 0)' },
@@ -130,6 +143,17 @@ describe('formatStatus', () => {
         '  memcached  exited(0)  none     zed-0 (want zed-1)  would be recreated: image',
         '  config files differing from the plan (1 of 6):',
         '    /etc/stackctl/memcached/options (content changed)',
+      ].join('\n'),
+    );
+  });
+
+  it('says which pinned tags moved in the registry, and which images have no pin', () => {
+    expect(text).toContain(
+      [
+        'images: problem (1 of 2 tag(s) still name their pin)',
+        `  192.168.24.1:5000/stackctl/memcached:zed-1: tag moved to sha256:cccccccccccc, pinned sha256:bbbbbbbbbbbb`,
+        '  not pinned (the next deploy pins them): 192.168.24.1:5000/stackctl/nova-api:zed-1',
+        '',
       ].join('\n'),
     );
   });

@@ -182,7 +182,8 @@ export function fakeContext(
   let t = 0;
   const ctx: UpgradeContext = {
     services: { clusterChecks: new Map(), agents: new Map() },
-    inventory: {} as UpgradeContext['inventory'],
+    // the lab's plain-HTTP registry, as every inventory says today (cloud.registry_insecure)
+    inventory: { cloud: { registry_insecure: true } } as UpgradeContext['inventory'],
     inventoryFile: opts.inventoryFile ?? '/nonexistent/inv.yaml',
     plan,
     current: { name: 'zed' } as Release,

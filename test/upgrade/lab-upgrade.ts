@@ -220,7 +220,10 @@ export async function containersOffTarget(lab: LabNodes, cloud: string, target: 
       const info = await docker.inspectContainer(c.name);
       const key = Object.keys(target.images).find((k) => info?.image.includes(`/${k}:`));
       if (!key) continue;
-      if (!new RegExp(`/${target.namespace}/${key}:${target.images[key]!.tag}$`).test(info!.image))
+      // the nodes run pinned references: `…/key:tag@sha256:…`
+      if (
+        !new RegExp(`/${target.namespace}/${key}:${target.images[key]!.tag}(@sha256:[0-9a-f]{64})?$`).test(info!.image)
+      )
         off.push(`${node}/${c.name} ${info!.image}`);
     }
   }

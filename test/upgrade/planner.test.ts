@@ -382,7 +382,7 @@ describe('version skew and release order', () => {
 
   it('plans an all-in-one node: one batch with nowhere to evacuate, and APIs down while they restart', () => {
     const text = [
-      'cloud: { name: aio, release: zed }',
+      'cloud: { name: aio, registry_insecure: true, release: zed }',
       'networks:',
       '  provisioning: { cidr: 192.168.24.0/24, dhcp_range: [192.168.24.100, 192.168.24.199] }',
       '  internal_api: { cidr: 172.17.0.0/24 }',

@@ -227,7 +227,7 @@ describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', 
     const inWindow = /keystone containers: ([^\n]*)/.exec(failedOut)?.[1] ?? '';
     // stopped and removed for the window: the report names the release each one ran and the target's
     expect(inWindow, failedOut).toMatch(
-      /\/keystone absent \(current release \S+\/keystone:zed-1, target \S+\/keystone:zed-2\)/,
+      /\/keystone absent \(current release \S+\/keystone:zed-1(@sha256:[0-9a-f]{64})?, target \S+\/keystone:zed-2(@sha256:[0-9a-f]{64})?\)/,
     );
     expect(inWindow).not.toMatch(/running/);
     const saved = /The backup taken before it is (\S+?):(\S+)\. /.exec(failedOut);
@@ -317,7 +317,9 @@ describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', 
       before.map((r) => `${r.Name} ACTIVE ${r.Host}`).sort(),
     );
     const heldCompute = await lab.remote(held!).docker.inspectContainer('nova_compute');
-    expect(heldCompute?.image, `${held}'s nova_compute was replaced`).toMatch(/\/nova-compute:zed-1$/);
+    expect(heldCompute?.image, `${held}'s nova_compute was replaced`).toMatch(
+      /\/nova-compute:zed-1(@sha256:[0-9a-f]{64})?$/,
+    );
     const heldService = os<{ Binary: string; Host: string; Status: string }[]>(openrc, 'compute service list').find(
       (r) => r.Binary === 'nova-compute' && r.Host === held,
     );

@@ -56,6 +56,8 @@ export interface LabInput {
   readonly name: string;
   /** cloud.registry (host:port), or the release's. */
   readonly registry: string;
+  /** cloud.registry_insecure: the nodes' dockerd pulls from the registry over plain HTTP. */
+  readonly registryInsecure: boolean;
   readonly release: Release;
   readonly networks: ReadonlyMap<string, ParsedNetwork>;
   readonly nodes: readonly {
@@ -316,8 +318,11 @@ export async function labUp(input: LabInput, deps: LabDeps, opts: LabUpOptions =
     plan.nodes.map((n) => ({ addresses: Object.values(n.addresses), publicKey: hostKeys.get(n.node)!.pub })),
   );
 
+  // Plain HTTP only because the inventory says so (cloud.registry_insecure).
   const registries = [
-    ...(plan.registry ? [`${plan.registry.ip}:${plan.registry.port}`, `${REGISTRY_ALIAS}:${plan.registry.port}`] : []),
+    ...(plan.registry && input.registryInsecure
+      ? [`${plan.registry.ip}:${plan.registry.port}`, `${REGISTRY_ALIAS}:${plan.registry.port}`]
+      : []),
   ];
   for (const n of plan.nodes) {
     let c = await engine.container(n.container);

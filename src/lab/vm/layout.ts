@@ -103,6 +103,8 @@ export function vmLabInventoryYaml(o: VmLabInventoryOptions): string {
     `  name: ${o.name}`,
     `  release: ${o.release ?? 'zed'}`,
     `  registry: ${net(LAB_NETWORKS.provisioning.octet, 254)}:${VM_REGISTRY_PORT}`,
+    '  # The lab registry speaks plain HTTP: the nodes list it under insecure-registries.',
+    '  registry_insecure: true',
     '  settings:',
     '    # No KVM in the lab: Nova fake virt driver, everything above it is the real Nova.',
     '    nova_compute_driver: fake.FakeDriver',

@@ -64,7 +64,8 @@ export function checkStartState(state: NodeState, node: string, action: NodeOper
  * The deploy target of an inventory node: provisioning MAC and address, root
  * device hints, its addresses on the other networks of its role (carried by
  * the provisioning NIC, tagged where the network has a VLAN), and the
- * registry its dockerd pulls from.
+ * registry its dockerd pulls from, listed as insecure (plain HTTP) only when
+ * the inventory says so (`cloud.registry_insecure`).
  */
 export function targetOf(site: Site, node: string): DeployTarget {
   const inv = site.inventory;
@@ -92,7 +93,7 @@ export function targetOf(site: Site, node: string): DeployTarget {
     ...(inv.cloud.domain ? { domain: inv.cloud.domain } : {}),
     ...(n.root_device ? { rootDevice: n.root_device } : {}),
     ...(networks.length ? { networks } : {}),
-    insecureRegistries: [site.registry],
+    insecureRegistries: inv.cloud.registry_insecure ? [site.registry] : [],
   };
 }
 

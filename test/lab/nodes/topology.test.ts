@@ -14,6 +14,8 @@ describe('container lab topologies', () => {
       const text = labInventoryYaml({ name: 'lab', topology: name, prefix16: '10.96', bmcPort: 6230 });
       const loaded = parseInventory('lab.yaml', text, { roles: catalog.roleInfo });
       expect(loaded.inventory.nodes).toHaveLength(t.controllers + t.computes);
+      // the lab's registry speaks plain HTTP, and its inventory says so
+      expect(loaded.inventory.cloud.registry_insecure).toBe(true);
       // the lab's nodes share this machine's cores: an upgrade pulls on one at a time
       expect(loaded.inventory.upgrade?.pull?.concurrency).toBe(1);
       const alloc = allocate(loaded.inventory, loaded.networks, catalog.roleInfo, EMPTY_IPAM, () => ({
@@ -24,6 +26,7 @@ describe('container lab topologies', () => {
         inventoryFile: '/tmp/lab.yaml',
         name: 'lab',
         registry: loaded.inventory.cloud.registry!,
+        registryInsecure: loaded.inventory.cloud.registry_insecure === true,
         release,
         networks: loaded.networks,
         nodes: loaded.inventory.nodes.map((n) => ({

@@ -2,19 +2,36 @@
 import { describe, expect, it } from 'vitest';
 import { loadAll } from '../../../src/cli/context.js';
 import { siteOf } from '../../../src/cli/nodes-session.js';
+import { nodeFiles } from '../../../src/provision/deploy.js';
 import { ALL_STATES, NodeState } from '../../../src/provision/states.js';
 import { checkStartState, targetOf } from '../../../src/provision/workflows/provision-node.js';
 import { copyInventory } from '../../helpers/cli.js';
 
 describe('targetOf', () => {
   it("carries the node's other networks (VLAN tags from the inventory) and the registry its dockerd pulls from", () => {
-    const t = targetOf(siteOf(loadAll({ inventory: copyInventory('lab.yaml') })), 'ctl-0');
+    const site = siteOf(loadAll({ inventory: copyInventory('lab.yaml') }));
+    const t = targetOf(site, 'ctl-0');
     expect(t).toMatchObject({ node: 'ctl-0', mac: '52:54:00:00:10:01', prefix: 24, gateway: '192.168.24.1' });
+    // plain HTTP because the inventory says so (cloud.registry_insecure: true)
+    expect(site.inventory.cloud.registry_insecure).toBe(true);
     expect(t.insecureRegistries).toEqual(['192.168.24.1:5000']);
     expect(t.networks).toContainEqual({ name: 'internal_api', ip: '172.17.0.11', prefix: 24, vlan: 20 });
     expect(t.networks?.find((n) => n.name === 'external')).toMatchObject({ prefix: 24 });
     expect(t.networks?.find((n) => n.name === 'external')?.vlan).toBeUndefined();
     expect(t.networks?.some((n) => n.name === 'provisioning')).toBe(false);
+  });
+
+  it('lists no registry as insecure, and writes no daemon.json, unless the inventory says the registry is plain HTTP', () => {
+    const site = siteOf(loadAll({ inventory: copyInventory('lab.yaml') }));
+    const inv = site.inventory;
+    // (validate refuses such an inventory today: the TLS registry is to come; the target already follows the flag)
+    const tls = { ...site, inventory: { ...inv, cloud: { ...inv.cloud, registry_insecure: false } } };
+    const t = targetOf(tls, 'ctl-0');
+    expect(t.insecureRegistries).toEqual([]);
+    expect(nodeFiles(t, 'ssh-ed25519 AAAA test').map((f) => f.path)).not.toContain('/etc/docker/daemon.json');
+    expect(nodeFiles(targetOf(site, 'ctl-0'), 'ssh-ed25519 AAAA test').map((f) => f.path)).toContain(
+      '/etc/docker/daemon.json',
+    );
   });
 });
 
