@@ -4,7 +4,7 @@
  * changes nothing and a VIP change that reissues exactly what it touches.
  */
 import { execFileSync } from 'node:child_process';
-import { chmodSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { copyInventory, runCli } from '../helpers/cli.js';
@@ -76,6 +76,15 @@ describe('stackctl certs generate', () => {
     }
     const list = await runCli('certs', 'list', '-i', inv);
     expect(list.stdout).not.toContain('PRIVATE KEY');
+  });
+
+  it('tightens a certificates folder the operator made with a looser mode to 0700', async () => {
+    const inv = copyInventory('lab.yaml');
+    mkdirSync(certsDir(inv), { mode: 0o755 });
+    chmodSync(certsDir(inv), 0o755);
+    const r = await runCli('certs', 'generate', '-i', inv);
+    expect(r.code, r.stderr).toBe(0);
+    expect(statSync(certsDir(inv)).mode & 0o777).toBe(0o700);
   });
 
   it('changes nothing when run again', async () => {
