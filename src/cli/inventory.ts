@@ -3,6 +3,7 @@ import { StackctlError, ValidationFailed, type Issue } from '../core/errors.js';
 import { createDriver } from '../bmc/registry.js';
 import { loadAll, type Loaded } from './context.js';
 import { bmcTargets } from './targets.js';
+import { tlsIssues } from './certs.js';
 import { out, printIssues } from './output.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
 
@@ -15,7 +16,7 @@ export function registerInventory(program: Command): void {
     .action((opts: CommonOpts & { json?: boolean }) => {
       try {
         const loaded = loadAll(opts);
-        const driverIssues = checkDrivers(loaded);
+        const driverIssues = [...checkDrivers(loaded), ...tlsIssues(loaded)];
         if (driverIssues.length) throw new ValidationFailed(opts.inventory, [...driverIssues, ...loaded.warnings]);
         if (opts.json)
           out(JSON.stringify({ valid: true, file: opts.inventory, issues: loaded.warnings }, null, 2) + '\n');

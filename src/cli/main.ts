@@ -1,5 +1,6 @@
 import { Command, CommanderError } from 'commander';
 import { ExitCode, StackctlError, ValidationFailed, formatIssue } from '../core/errors.js';
+import { registerCerts } from './certs.js';
 import { registerInventory } from './inventory.js';
 import { registerDeploy } from './deploy.js';
 import { registerImages } from './images.js';
@@ -29,6 +30,7 @@ export function buildProgram(): Command {
     .showHelpAfterError();
   registerInventory(program);
   registerSecrets(program);
+  registerCerts(program);
   registerPlan(program);
   registerIpam(program);
   registerSchema(program);

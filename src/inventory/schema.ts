@@ -200,6 +200,58 @@ export const CloudSchema = Type.Object(
   { ...strict, description: 'the cloud as a whole' },
 );
 
+/** The TLS endpoints stackctl makes certificates for (src/certs/endpoints.ts describes each). */
+export const TLS_ENDPOINTS = ['public', 'internal', 'registry'] as const;
+export type TlsEndpoint = (typeof TLS_ENDPOINTS)[number];
+
+const PemPath = (what: string) =>
+  Type.String({ minLength: 1, description: `${what}: a PEM file, relative to the inventory's folder or absolute` });
+
+export const TlsCaSchema = Type.Object(
+  {
+    cert: PemPath("the CA's certificate"),
+    key: Type.Optional(
+      PemPath(
+        "the CA's private key (mode 0600 or stricter); without it, stackctl cannot issue certificates and every " +
+          'endpoint needs its own under tls.endpoints',
+      ),
+    ),
+  },
+  { ...strict, description: "the operator's CA, used instead of one stackctl generates" },
+);
+
+export const TlsFilesSchema = Type.Object(
+  {
+    cert: PemPath('the certificate (the leaf first; intermediates may follow)'),
+    key: PemPath("the certificate's private key"),
+  },
+  { ...strict, description: "an operator's certificate and key for one endpoint" },
+);
+
+export const TlsSchema = Type.Object(
+  {
+    ca: Type.Optional(TlsCaSchema),
+    endpoints: Type.Optional(
+      Type.Object(
+        {
+          public: Type.Optional(TlsFilesSchema),
+          internal: Type.Optional(TlsFilesSchema),
+          registry: Type.Optional(TlsFilesSchema),
+        },
+        {
+          ...strict,
+          description: 'endpoint -> operator certificate; an endpoint not named here gets one stackctl issues',
+        },
+      ),
+    ),
+  },
+  {
+    ...strict,
+    description:
+      "operator-provided CA and certificates (docs/tls.md); what is absent, 'stackctl certs generate' creates",
+  },
+);
+
 /** Where in an upgrade a user hook runs (besides where a service file names it). */
 export const HOOK_POINTS = ['pre-upgrade', 'pre-batch', 'post-batch', 'post-upgrade'] as const;
 export type HookPoint = (typeof HOOK_POINTS)[number];
@@ -287,6 +339,7 @@ export const InventorySchema = Type.Object(
     }),
     nodes: Type.Array(NodeSchema, { minItems: 1, description: 'the physical machines' }),
     upgrade: Type.Optional(UpgradeSettingsSchema),
+    tls: Type.Optional(TlsSchema),
   },
   {
     ...strict,
@@ -302,3 +355,5 @@ export type Network = Static<typeof NetworkSchema>;
 export type Nic = Static<typeof NicSchema>;
 export type RootDevice = Static<typeof RootDeviceSchema>;
 export type UpgradeHook = Static<typeof UpgradeHookSchema>;
+export type Tls = Static<typeof TlsSchema>;
+export type TlsFiles = Static<typeof TlsFilesSchema>;

@@ -314,6 +314,7 @@ describe('an inventory that is not a regular file', () => {
  */
 const LOCKING: readonly (readonly string[])[] = [
   ['secrets', 'generate'],
+  ['certs', 'generate'],
   ['plan'], // a fresh inventory: new IPAM allocations to save
   ['ipam', 'release', 'gone-0'],
   ['nodes', 'power', 'on', '--all'],
@@ -338,6 +339,7 @@ const LOCKING: readonly (readonly string[])[] = [
 /** Read-only: they run while another run holds the lock (with the lab's BMCs served by the test). */
 const READ_ONLY: readonly (readonly string[])[] = [
   ['inventory', 'validate'],
+  ['certs', 'list'],
   ['plan', '--no-save'],
   ['ipam', 'show'],
   ['nodes', 'power', 'status', '--all'],
@@ -397,7 +399,7 @@ describe('which commands take the run lock', () => {
         `error E_LOCKED: ${inv} is locked by another stackctl run: 'stackctl deploy -i lab.yaml'`,
       );
       // refused before anything: no secrets, IPAM state, image pins or node state appeared
-      for (const ext of ['.secrets.yaml', '.ipam.json', '.images.json', '.nodes.json']) {
+      for (const ext of ['.secrets.yaml', '.ipam.json', '.images.json', '.nodes.json', '.certs']) {
         expect(existsSync(inv.replace('.yaml', ext))).toBe(false);
       }
     } finally {

@@ -1,0 +1,121 @@
+import type { Command } from 'commander';
+import { ValidationFailed, type Issue } from '../core/errors.js';
+import { checkOperatorTls } from '../certs/check.js';
+import type { CertInputs } from '../certs/endpoints.js';
+import { certsDirFor } from '../certs/files.js';
+import { generateCerts } from '../certs/generate.js';
+import { listCerts, type CertRow } from '../certs/list.js';
+import { loadAll, type Loaded } from './context.js';
+import { out, printIssues, table } from './output.js';
+import { inventoryOptions, type CommonOpts } from './options.js';
+import { withRunLock } from './run-lock.js';
+
+/** The service whose nodes answer on a network that has no VIP. */
+const LOAD_BALANCER = 'haproxy';
+
+/**
+ * What the certificate table derives names from: per network, its VIP, else
+ * the addresses of the nodes running HAProxy there (as the plan's endpoints
+ * do); the registry's host without its port.
+ */
+export function certInputsOf(all: Loaded): CertInputs {
+  const inv = all.loaded.inventory;
+  const lbNodes = inv.nodes
+    .filter((n) => all.catalog.roles.get(n.role)?.services.includes(LOAD_BALANCER))
+    .map((n) => n.name);
+  const frontends: Record<string, string[]> = {};
+  for (const [net, def] of Object.entries(inv.networks)) {
+    const addresses = def.vip
+      ? [def.vip]
+      : lbNodes.map((n) => all.allocation.addresses.get(n)?.[net]).filter((a): a is string => !!a);
+    if (addresses.length) frontends[net] = addresses;
+  }
+  return {
+    cloud: inv.cloud.name,
+    ...(inv.cloud.domain ? { domain: inv.cloud.domain } : {}),
+    frontends,
+    registryHost: (inv.cloud.registry ?? all.release.registry).replace(/:\d+$/, ''),
+  };
+}
+
+/** The faults of the operator's TLS files named by the inventory (`inventory validate` reports them). */
+export function tlsIssues(all: Loaded, now = new Date()): Issue[] {
+  return checkOperatorTls({
+    inventoryFile: all.inventoryFile,
+    tls: all.loaded.inventory.tls,
+    inputs: certInputsOf(all),
+    locate: (p) => all.loaded.source.locate(p),
+    now,
+  });
+}
+
+/** `stackctl certs generate|list`: the cloud's CA and the certificates of its TLS endpoints. */
+export function registerCerts(program: Command): void {
+  const certs = program.command('certs').description("the cloud's CA and TLS certificates (docs/tls.md)");
+  inventoryOptions(certs.command('generate'))
+    .description(
+      'create the CA (key mode 0600) and the certificates the plan needs in <inventory>.certs/; ' +
+        'keeps those still right, reissues those that no longer fit; never prints a key',
+    )
+    .action((opts: CommonOpts) => withRunLock(opts.inventory, () => generate(opts)));
+  inventoryOptions(certs.command('list'))
+    .description('every certificate: subject, SANs, issuer, expiry, days left, generated or operator')
+    .option('--json', 'machine-readable result on stdout')
+    .action((opts: CommonOpts & { json?: boolean }) => list(opts));
+}
+
+/** Check the operator's files, then issue what is missing or stale (under the run lock). */
+async function generate(opts: CommonOpts): Promise<void> {
+  const all = loadAll(opts);
+  printIssues(all.warnings.filter((w) => w.code !== 'W_NO_SECRETS'));
+  const faults = tlsIssues(all);
+  if (faults.length) throw new ValidationFailed(opts.inventory, faults);
+  const outcomes = await generateCerts({
+    inventoryFile: all.inventoryFile,
+    dir: certsDirFor(all.inventoryFile),
+    tls: all.loaded.inventory.tls,
+    inputs: certInputsOf(all),
+  });
+  for (const o of outcomes) {
+    const action = o.action === 'operator' ? "operator's, checked" : o.action;
+    out(`${o.name}: ${action} ${o.cert}${o.reason ? ` (${o.reason})` : ''}\n`);
+  }
+}
+
+function list(opts: CommonOpts & { json?: boolean }): void {
+  const all = loadAll(opts);
+  const rows = listCerts({
+    inventoryFile: all.inventoryFile,
+    dir: certsDirFor(all.inventoryFile),
+    tls: all.loaded.inventory.tls,
+    inputs: certInputsOf(all),
+    now: new Date(),
+  });
+  if (opts.json) {
+    out(JSON.stringify({ certificates: rows }, null, 2) + '\n');
+    return;
+  }
+  out(
+    table(
+      ['NAME', 'SOURCE', 'SUBJECT', 'SANS', 'ISSUER', 'NOT AFTER', 'DAYS LEFT'],
+      rows.map((r) =>
+        r.present ? presentRow(r) : [r.name, r.source, r.error ? `unreadable: ${r.error}` : 'missing', '', '', '', ''],
+      ),
+    ),
+  );
+  if (rows.some((r) => !r.present && !r.error && r.source === 'generated'))
+    out(`Run 'stackctl certs generate -i ${opts.inventory}' to create the missing ones.\n`);
+}
+
+function presentRow(r: CertRow): string[] {
+  const sans = [...(r.sans?.dns ?? []).map((d) => `DNS:${d}`), ...(r.sans?.ip ?? []).map((a) => `IP:${a}`)];
+  return [
+    r.name,
+    r.source,
+    r.subject ?? '',
+    sans.join(',') || '-',
+    r.issuer ?? '',
+    r.notAfter ?? '',
+    String(r.daysLeft),
+  ];
+}
