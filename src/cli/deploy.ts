@@ -174,8 +174,8 @@ export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps
           clusterCheck,
           signal: stop.signal,
           quietTimeoutMs: taskTimeoutS * 1000,
-          // The Galera cluster's checks: a deploy that leaves it down fails and names the recover command.
-          guard: deployGuard(deployPlan, {
+          // The Galera clusters' checks: a deploy that leaves one down fails and names the recover command.
+          guard: deployGuard(deployPlan, all.catalog.provides.clusterChecks, {
             connect,
             now: Date.now,
             sleep: (ms) => new Promise<void>((r) => setTimeout(r, ms)),

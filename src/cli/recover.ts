@@ -1,8 +1,9 @@
 import type { Command } from 'commander';
 import { UsageError } from '../core/errors.js';
+import type { ClusterCheck } from '../roles/schema.js';
 import { planDeploy } from '../orchestrator/planner.js';
 import { recoverGalera, type RecoverReport } from '../recover/galera.js';
-import { galeraCluster } from '../recover/guard.js';
+import { galeraClusters, galeraServices, recoverCommandOf } from '../recover/guard.js';
 import { formatRecoverReport } from '../recover/format.js';
 import { loadAll, planOf } from './context.js';
 import { dryRunOption, inventoryOptions, type CommonOpts } from './options.js';
@@ -15,6 +16,8 @@ export interface RecoverOpts extends CommonOpts {
   dryRun?: boolean;
   /** Comma-separated members to leave out (lost for good, or not to be trusted). */
   without?: string;
+  /** The Galera service, when the service files declare several (a `cluster_check` of kind galera). */
+  service?: string;
   json?: boolean;
 }
 
@@ -34,13 +37,15 @@ export async function runRecoverGalera(o: RecoverOpts, deps: RecoverCliDeps = { 
   const all = loadAll(o);
   if (!o.json) printIssues(all.warnings);
   const { effective: plan } = planOf(all);
-  const service = plan.services.find((s) => s.name === 'mariadb');
-  const cluster = service ? galeraCluster(planDeploy(plan, all.catalog, { services: ['mariadb'] })) : undefined;
+  const checks = all.catalog.provides.clusterChecks;
+  const name = galeraServiceOf(checks, o.service);
+  const service = plan.services.find((s) => s.name === name);
+  const [cluster] = service ? galeraClusters(planDeploy(plan, all.catalog, { services: [name] }), checks) : [];
   if (!cluster) {
     throw new UsageError(
       'E_GALERA_NOT_CLUSTERED',
-      `the plan of ${o.inventory} has ${service?.nodes.length ?? 0} MariaDB node(s): there is no Galera cluster to recover`,
-      { hint: 'A single MariaDB server runs without replication (wsrep_on = OFF): start its container instead.' },
+      `the plan of ${o.inventory} has ${service?.nodes.length ?? 0} ${name} node(s): there is no Galera cluster to recover`,
+      { hint: 'A single Galera server runs without replication (wsrep_on = OFF): start its container instead.' },
     );
   }
   const members = cluster.members.map((m) => m.node);
@@ -77,7 +82,7 @@ export async function runRecoverGalera(o: RecoverOpts, deps: RecoverCliDeps = { 
       {
         without,
         dryRun: Boolean(o.dryRun),
-        recoverCommand: `stackctl recover galera -i ${o.inventory}`,
+        recoverCommand: recoverCommandOf(o.inventory, name, checks),
       },
     );
     if (o.json) {
@@ -104,7 +109,33 @@ export async function runRecoverGalera(o: RecoverOpts, deps: RecoverCliDeps = { 
 }
 
 /**
- * `stackctl recover galera -i INV [--dry-run] [--without a,b] [--json]`; it holds the inventory's
+ * The Galera service to recover: `--service`, else the one service whose file's `cluster_check` is of
+ * kind galera.
+ */
+function galeraServiceOf(checks: ReadonlyMap<string, ClusterCheck>, wanted: string | undefined): string {
+  const names = galeraServices(checks).map(([s]) => s);
+  if (wanted !== undefined) {
+    if (names.includes(wanted)) return wanted;
+    throw new UsageError('E_GALERA_UNKNOWN_SERVICE', `--service ${wanted}: not a Galera service`, {
+      hint: names.length
+        ? `The Galera services (a cluster_check of kind galera) are ${names.join(', ')}.`
+        : 'No service file declares a cluster_check of kind galera.',
+    });
+  }
+  if (names.length === 1) return names[0]!;
+  throw new UsageError(
+    'E_GALERA_UNKNOWN_SERVICE',
+    names.length ? `several Galera services (${names.join(', ')}): which one?` : 'no Galera service to recover',
+    {
+      hint: names.length
+        ? 'Name it with --service.'
+        : 'No service file (roles/services/) declares a cluster_check of kind galera.',
+    },
+  );
+}
+
+/**
+ * `stackctl recover galera -i INV [--dry-run] [--without a,b] [--service S] [--json]`; it holds the inventory's
  * run lock (not for a dry run, which only reads): a deploy must not start a member meanwhile.
  */
 export function registerRecover(program: Command): void {
@@ -119,6 +150,7 @@ export function registerRecover(program: Command): void {
       '--without <nodes>',
       'members to leave out, comma separated: lost for good (a member that cannot be read is otherwise refused)',
     )
+    .option('--service <name>', 'the Galera service, when the service files declare several')
     .option('--json', 'the report as one JSON document')
     .action(
       async (o: RecoverOpts) =>

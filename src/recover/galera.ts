@@ -20,14 +20,13 @@ import { assess, choose, clusterOf, describeChoice, type Assessment, type Choice
 import {
   GALERA,
   SAFE_TO_BOOTSTRAP_SCRIPT,
+  askServer,
   dataVolumeOf,
   explainingLines,
   isUp,
   knownPosition,
   readMember,
   readPosition,
-  serverView,
-  SERVER_QUERY,
   type GaleraAccess,
   type KnownPosition,
   type MemberState,
@@ -51,8 +50,12 @@ export const RECOVER_DEFAULTS = {
 /** A Galera cluster of the plan. */
 export interface GaleraCluster {
   readonly cloud: string;
-  /** The Galera container of every member, in plan order. */
+  /** The service whose file's `cluster_check` is of kind galera. */
+  readonly service: string;
+  /** The Galera container of every member (the one its `cluster_check` names), in plan order. */
   readonly members: readonly ContainerWork[];
+  /** The argv of its `cluster_check`, run in a member's container: the server's wsrep status. */
+  readonly query: readonly string[];
   /** The service's bootstrap node. */
   readonly bootstrapNode: string;
 }
@@ -108,7 +111,7 @@ export async function readMembers(cluster: GaleraCluster, deps: Pick<RecoverDeps
         log: [],
       };
     }
-    return readMember(access, w);
+    return readMember(access, w, cluster.query);
   });
 }
 
@@ -117,16 +120,6 @@ function workOf(cluster: GaleraCluster, node: string): ContainerWork {
   const w = cluster.members.find((m) => m.node === node);
   if (!w) throw new Error(`no Galera member ${node}`);
   return w;
-}
-
-/** Ask a member's server its view (undefined when it does not answer). */
-async function askServer(access: GaleraAccess, w: ContainerWork): Promise<MemberState['server']> {
-  const r = await access.docker
-    .exec(w.name, [GALERA.client, `--defaults-extra-file=${GALERA.clientConfig}`, '-N', '-e', SERVER_QUERY], {
-      timeoutMs: 15_000,
-    })
-    .catch(() => undefined);
-  return r?.code === 0 ? serverView(r.stdout) : undefined;
 }
 
 /** Wait until the member is Primary and Synced; the error names its state and log. */
@@ -140,7 +133,7 @@ export async function waitSynced(
   const deadline = deps.now() + healthDeadlineMs(w);
   let last: MemberState['server'];
   for (;;) {
-    last = await askServer(access, w);
+    last = await askServer(access.docker, w.name, cluster.query);
     if (last && isUp({ server: last })) return;
     if (deps.now() > deadline) {
       const log = await explainingLines(access.docker, w.name);

@@ -1,7 +1,8 @@
 /**
- * The deploy's guard of the Galera cluster (the engine's `DeployGuard`,
- * src/orchestrator/context.ts), for the server container of a cluster of
- * several members. The engine calls it:
+ * The deploy's guard of the Galera clusters (the engine's `DeployGuard`,
+ * src/orchestrator/context.ts), for the server container of each cluster of
+ * several members: the services whose file's `cluster_check` is of kind
+ * galera, and the container it names. The engine calls it:
  * - `started`: after the deploy created or started a member (the container
  *   handler, before the health gate);
  * - `unchanged`: for a member the deploy leaves alone but found unwell
@@ -16,17 +17,18 @@
  * - no member holds any data (a first deploy): the bootstrap node's start.sh,
  *   which never founds a cluster on its own, gets its founding permit;
  * - otherwise the deploy fails with the reason and the recover command to run.
- * Calls are serialised, so members checked at once trigger one recovery.
+ * Calls are serialised per cluster, so members checked at once trigger one recovery.
  * Other containers are not its business: Docker's health gate alone.
  */
 import { RemoteError, StackctlError, messageOf } from '../core/errors.js';
 import type { StackctlEvent } from '../core/events.js';
-import type { DeployGuard } from '../orchestrator/context.js';
+import type { DeployGuard, NodeAccess } from '../orchestrator/context.js';
 import { waitHealthy } from '../orchestrator/health.js';
 import type { ContainerWork, DeployPlan } from '../orchestrator/planner.js';
+import type { ClusterCheck } from '../roles/schema.js';
 import { assess } from './decide.js';
 import { recoverGalera, readMembers, waitSynced, grantFounding, type GaleraCluster } from './galera.js';
-import { GALERA, type GaleraAccess, type MemberState } from './members.js';
+import type { GaleraAccess, MemberState } from './members.js';
 import { describeMember } from './format.js';
 
 /** Tuning of the guard. */
@@ -54,21 +56,81 @@ export interface GuardDeps {
   readonly run?: string;
 }
 
-/** The Galera clusters of a deploy plan: the Galera container on two members or more. */
-export function galeraCluster(plan: DeployPlan): GaleraCluster | undefined {
-  const members: ContainerWork[] = [];
-  for (const st of plan.steps)
-    for (const nw of st.nodes) for (const c of nw.containers) if (c.name === GALERA.container) members.push(c);
-  if (members.length < 2) return undefined; // one server runs without replication (wsrep_on = OFF)
-  // The bootstrap node is the one the others wait for (`after`), else the first in plan order.
-  const bootstrapNode = members.find((m) => m.after)?.after ?? members[0]!.node;
-  return { cloud: plan.cloud, members, bootstrapNode };
+/** The services whose file's `cluster_check` is of kind galera, and that check (catalog order). */
+export function galeraServices(checks: ReadonlyMap<string, ClusterCheck>): [string, ClusterCheck][] {
+  return [...checks].filter(([, c]) => c.kind === 'galera');
 }
 
-/** The guard of one deploy run. */
-export function deployGuard(plan: DeployPlan, deps: GuardDeps): DeployGuard {
-  const cluster = galeraCluster(plan);
-  const recoverCommand = `stackctl recover galera -i ${deps.inventoryFile ?? '<inventory>'}`;
+/**
+ * The Galera clusters of a deploy plan: for each Galera service (`galeraServices`), the container its
+ * `cluster_check` names on two members or more.
+ */
+export function galeraClusters(plan: DeployPlan, checks: ReadonlyMap<string, ClusterCheck>): GaleraCluster[] {
+  const out: GaleraCluster[] = [];
+  for (const [service, check] of galeraServices(checks)) {
+    const members: ContainerWork[] = [];
+    for (const st of plan.steps)
+      for (const nw of st.nodes)
+        for (const c of nw.containers) if (c.service === service && c.name === check.container) members.push(c);
+    if (members.length < 2) continue; // one server runs without replication (wsrep_on = OFF)
+    // The bootstrap node is the one the others wait for (`after`), else the first in plan order.
+    const bootstrapNode = members.find((m) => m.after)?.after ?? members[0]!.node;
+    out.push({ cloud: plan.cloud, service, members, query: check.command, bootstrapNode });
+  }
+  return out;
+}
+
+/**
+ * The command that recovers a Galera service, for hints: `--service` only when the service files
+ * declare more than one.
+ */
+export function recoverCommandOf(
+  inventoryFile: string | undefined,
+  service: string,
+  checks: ReadonlyMap<string, ClusterCheck>,
+): string {
+  const several = galeraServices(checks).length > 1;
+  return `stackctl recover galera -i ${inventoryFile ?? '<inventory>'}${several ? ` --service ${service}` : ''}`;
+}
+
+/** The part of the guard for the members of one cluster. */
+interface ClusterGuard {
+  readonly covers: (w: ContainerWork) => boolean;
+  readonly unchanged: (access: NodeAccess, w: ContainerWork) => Promise<number>;
+  readonly started: (w: ContainerWork) => Promise<number>;
+}
+
+/** The guard of one deploy run: `checks` are the service files' (the catalog's `provides.clusterChecks`). */
+export function deployGuard(plan: DeployPlan, checks: ReadonlyMap<string, ClusterCheck>, deps: GuardDeps): DeployGuard {
+  const guards = galeraClusters(plan, checks).map((c) =>
+    clusterGuard(c, recoverCommandOf(deps.inventoryFile, c.service, checks), deps),
+  );
+  const guardOf = (w: ContainerWork): ClusterGuard | undefined => guards.find((g) => g.covers(w));
+
+  return {
+    covers: (w) => guardOf(w) !== undefined,
+
+    async unchanged(access, w) {
+      const g = guardOf(w);
+      if (g) return g.unchanged(access, w);
+      await waitHealthy(access, w, {
+        now: deps.now,
+        sleep: deps.sleep,
+        pollMs: GUARD_DEFAULTS.pollMs,
+        logLines: GUARD_DEFAULTS.logLines,
+        restartsFail: false,
+      });
+      return 0;
+    },
+
+    async started(_access, w) {
+      return guardOf(w)?.started(w) ?? 0;
+    },
+  };
+}
+
+/** The guard of one Galera cluster's members. */
+function clusterGuard(cluster: GaleraCluster, recoverCommand: string, deps: GuardDeps): ClusterGuard {
   let queue: Promise<unknown> = Promise.resolve();
   /** Run `f` after every earlier call: members checked at once trigger one recovery. */
   const serial = <T>(f: () => Promise<T>): Promise<T> => {
@@ -76,13 +138,13 @@ export function deployGuard(plan: DeployPlan, deps: GuardDeps): DeployGuard {
     queue = p.catch(() => undefined);
     return p;
   };
-  /** A line of the recovery as a deploy event, on the member it is about (`ctl-1: starting mariadb`). */
+  /** A line of the recovery as a deploy event, on the member it is about (`ctl-1: starting <container>`). */
   const say = (node: string, line: string): void => {
     const m = /^(\S+): (.*)$/.exec(line);
-    const about = m && cluster?.members.some((w) => w.node === m[1]) ? m : undefined;
+    const about = m && cluster.members.some((w) => w.node === m[1]) ? m : undefined;
     deps.emit?.({
       kind: 'deploy.change',
-      step: cluster?.members[0]?.step ?? 0,
+      step: cluster.members[0]?.step ?? 0,
       node: about ? about[1]! : node,
       object: 'cluster',
       name: 'galera',
@@ -92,7 +154,7 @@ export function deployGuard(plan: DeployPlan, deps: GuardDeps): DeployGuard {
     });
   };
   const isMember = (w: ContainerWork): boolean =>
-    cluster !== undefined && w.name === GALERA.container && cluster.members.some((m) => m.node === w.node);
+    cluster.members.some((m) => m.node === w.node && m.name === w.name && m.service === w.service);
 
   /** One line per member: its container, disk, position and last log line. */
   const diagnosis = (members: readonly MemberState[]): string =>
@@ -104,7 +166,7 @@ export function deployGuard(plan: DeployPlan, deps: GuardDeps): DeployGuard {
    */
   const ensureCluster = (trigger: string): Promise<number> =>
     serial(async () => {
-      const c = cluster!;
+      const c = cluster;
       let members = await readMembers(c, deps);
       if (members.some((m) => m.server?.clusterStatus === 'Primary')) return 0;
       const settling = (ms: readonly MemberState[]): boolean =>
@@ -167,9 +229,9 @@ export function deployGuard(plan: DeployPlan, deps: GuardDeps): DeployGuard {
   const galeraMember = async (w: ContainerWork): Promise<number> => {
     const made = await ensureCluster(w.node);
     try {
-      await waitSynced(cluster!, w.node, deps);
+      await waitSynced(cluster, w.node, deps);
     } catch (err) {
-      throw withDiagnosis(err, await readMembers(cluster!, deps));
+      throw withDiagnosis(err, await readMembers(cluster, deps));
     }
     return made;
   };
@@ -178,16 +240,6 @@ export function deployGuard(plan: DeployPlan, deps: GuardDeps): DeployGuard {
     covers: isMember,
 
     async unchanged(access, w) {
-      if (!isMember(w)) {
-        await waitHealthy(access, w, {
-          now: deps.now,
-          sleep: deps.sleep,
-          pollMs: GUARD_DEFAULTS.pollMs,
-          logLines: GUARD_DEFAULTS.logLines,
-          restartsFail: false,
-        });
-        return 0;
-      }
       const info = await access.docker.inspectContainer(w.name);
       if (info?.state.health === 'healthy') return 0;
       const hc = w.definition.healthcheck;
@@ -200,10 +252,9 @@ export function deployGuard(plan: DeployPlan, deps: GuardDeps): DeployGuard {
       return galeraMember(w);
     },
 
-    async started(_access, w) {
-      if (!isMember(w)) return 0;
+    async started(w) {
       // A member that joins a running primary component needs nothing; otherwise the cluster decides.
-      const members = await readMembers(cluster!, deps);
+      const members = await readMembers(cluster, deps);
       if (members.some((m) => m.server?.clusterStatus === 'Primary')) return 0;
       return ensureCluster(w.node);
     },

@@ -22,17 +22,14 @@ import {
 } from './grastate.js';
 
 /**
- * The Galera server container of roles/services/mariadb.yaml and what its start script
- * (roles/templates/mariadb/start.sh.hbs) offers stackctl.
+ * What the start script of a Galera service's server container offers stackctl (the command of the
+ * container its file's `cluster_check` names; roles/templates/<service>/start.sh.hbs), and the
+ * server's datadir. The container, and the client that asks the server, come from the service
+ * file (`galeraClusters` in guard.ts).
  */
 export const GALERA = {
-  /** The container that runs mariadbd with Galera, on every member. */
-  container: 'mariadb',
   /** Its datadir; the data volume is the one mounted there. */
   datadir: '/var/lib/mysql',
-  /** The client config the plan renders for stackctl's own queries (root password inside, 0600). */
-  clientConfig: '/etc/mysql/mariadb.conf.d/stackctl/client.cnf',
-  client: 'mariadb',
   /** Appended to the container's command: print the position InnoDB holds, and exit. */
   recoverArgument: 'recover',
   /** The founding permit start.sh waits for on an empty datadir (removed at every start). */
@@ -42,6 +39,21 @@ export const GALERA = {
   /** Name of the one-off container of `readPosition`. */
   recoverContainer: 'stackctl-galera-recover',
 } as const;
+
+/**
+ * The status variables a Galera service's `cluster_check` command must print (`name<TAB>value`
+ * lines): status and the upgrade judge the cluster by the first five, the recovery also reads
+ * where a running server stands (its cluster's UUID and last committed seqno).
+ */
+export const GALERA_VARIABLES = [
+  'wsrep_on',
+  'wsrep_cluster_size',
+  'wsrep_local_state_comment',
+  'wsrep_cluster_status',
+  'wsrep_ready',
+  'wsrep_cluster_state_uuid',
+  'wsrep_last_committed',
+] as const;
 
 /** Docker's state of the member's container, plus `missing`. */
 export type ContainerStatus = 'running' | 'restarting' | 'exited' | 'created' | 'paused' | 'dead' | 'missing';
@@ -113,11 +125,6 @@ export const MEMBER_DEFAULTS = {
   pollMs: 500,
 } as const;
 
-/** The status variables asked of a member's server. */
-export const SERVER_QUERY =
-  "SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_cluster_status', 'wsrep_local_state_comment', " +
-  "'wsrep_cluster_size', 'wsrep_cluster_state_uuid', 'wsrep_last_committed')";
-
 /** Log lines that explain a Galera member that is not up. */
 const EXPLAINING = /^galera: |It may not be safe to bootstrap|failed to reach primary view|\[ERROR\]|Aborting/;
 
@@ -160,7 +167,7 @@ export function dataVolumeOf(w: ContainerWork): string {
   );
 }
 
-/** The server's view from its answer to SERVER_QUERY. */
+/** The server's view from its answer to the `cluster_check` command (GALERA_VARIABLES). */
 export function serverView(output: string): ServerView {
   const v = parseVariables(output);
   const num = (k: string): number | undefined => {
@@ -215,8 +222,15 @@ export function startPosition(lines: readonly string[]): GaleraPosition | undefi
   return undefined;
 }
 
-/** Read one member; never throws: an unreachable node is a member with `error`. */
-export async function readMember(access: GaleraAccess, w: ContainerWork): Promise<MemberState> {
+/**
+ * Read one member, asking its server with `query` (the argv of its service's `cluster_check`, run
+ * in the member's container `w`); never throws: an unreachable node is a member with `error`.
+ */
+export async function readMember(
+  access: GaleraAccess,
+  w: ContainerWork,
+  query: readonly string[],
+): Promise<MemberState> {
   const timeoutMs = MEMBER_DEFAULTS.commandTimeoutMs;
   let container: MemberState['container'] = { status: 'missing', restartCount: 0 };
   try {
@@ -234,18 +248,23 @@ export async function readMember(access: GaleraAccess, w: ContainerWork): Promis
     const disk = parseVolumeReport(vol.stdout);
     let server: ServerView | undefined;
     if (container.status === 'running') {
-      const r = await access.docker
-        .exec(w.name, [GALERA.client, `--defaults-extra-file=${GALERA.clientConfig}`, '-N', '-e', SERVER_QUERY], {
-          timeoutMs: 15_000,
-        })
-        .catch(() => undefined);
-      if (r?.code === 0) server = serverView(r.stdout);
+      server = await askServer(access.docker, w.name, query);
     }
     const log = container.status === 'missing' ? [] : await explainingLines(access.docker, w.name);
     return { node: w.node, container, ...(server ? { server } : {}), disk, data: holdsData(disk), log };
   } catch (err) {
     return { node: w.node, error: messageOf(err), container, data: false, log: [] };
   }
+}
+
+/** Ask a member's server its view with `query` (undefined when it does not answer). */
+export async function askServer(
+  docker: Pick<ContainerEngine, 'exec'>,
+  container: string,
+  query: readonly string[],
+): Promise<ServerView | undefined> {
+  const r = await docker.exec(container, query, { timeoutMs: 15_000 }).catch(() => undefined);
+  return r?.code === 0 ? serverView(r.stdout) : undefined;
 }
 
 /** The lines of a container's log that explain a Galera start (start.sh's decisions, Galera's refusals). */

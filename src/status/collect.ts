@@ -270,15 +270,18 @@ export async function collectStatus(
    */
   async function explainGalera(c: { view: ClusterView; findings: Finding[] }) {
     const v = c.view;
-    const container = input.roles.clusterChecks.get(v.service)?.container;
-    if (v.kind !== 'galera' || v.expected < 2 || v.state === ViewState.OK || !container) return c;
+    const check = input.roles.clusterChecks.get(v.service);
+    if (v.kind !== 'galera' || v.expected < 2 || v.state === ViewState.OK || !check) return c;
+    const container = check.container;
     const members = await mapLimit(v.members as readonly GaleraMember[], concurrency, async (m) => {
       const w = work.get(m.node)?.containers.find((x) => x.name === container);
       if (!w || !byName.get(m.node)?.reachable || (m.localState === 'Synced' && m.clusterStatus === 'Primary'))
         return m;
-      const s = await withDeadline(readMember(accessOf(m.node), w), timeoutMs, `${m.node}: Galera disk`).catch(
-        () => undefined,
-      );
+      const s = await withDeadline(
+        readMember(accessOf(m.node), w, check.command),
+        timeoutMs,
+        `${m.node}: Galera disk`,
+      ).catch(() => undefined);
       return s && s.error === undefined ? { ...m, diagnosis: galeraDiagnosis(s) } : m;
     });
     const outage = outageFinding(v.expected, members);

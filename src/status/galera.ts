@@ -1,17 +1,10 @@
 /**
- * Galera as each MariaDB server sees it: the query, the parsing of its
- * output and the verdict against the plan's number of members.
+ * Galera as each server sees it: the parsing of the output of its service's
+ * `cluster_check` command (`name<TAB>value` lines; `wsrep_on` first: a single
+ * server runs without replication and then has no wsrep_local_state_comment
+ * at all) and the verdict against the plan's number of members.
  */
 import { Severity, ViewState, type Finding, type GaleraMember, type GaleraView } from './model.js';
-
-/**
- * What is asked of each server (mariadb -N: tab-separated name/value lines).
- * `wsrep_on` first: a single server runs without replication and then has no
- * wsrep_local_state_comment at all.
- */
-export const GALERA_QUERY =
-  "SELECT 'wsrep_on', @@wsrep_on; SHOW GLOBAL STATUS WHERE Variable_name IN " +
-  "('wsrep_cluster_size', 'wsrep_local_state_comment', 'wsrep_cluster_status', 'wsrep_ready')";
 
 /** Parse `name<TAB>value` lines. */
 export function parseVariables(text: string): Map<string, string> {
@@ -23,7 +16,7 @@ export function parseVariables(text: string): Map<string, string> {
   return out;
 }
 
-/** One member from its answer to GALERA_QUERY. */
+/** One member from its answer to the `cluster_check` command. */
 export function galeraMember(node: string, output: string): GaleraMember {
   const v = parseVariables(output);
   const on = v.get('wsrep_on');
@@ -49,7 +42,7 @@ export function evaluateGalera(
   for (const m of members) {
     if (m.error !== undefined) bad(m.node, `not queried: ${m.error}`);
     else if (m.wsrepOn === false) {
-      // One server: no replication by design (roles/templates/mariadb/galera.cnf.hbs).
+      // One server: no replication by design (the service's galera.cnf template).
       if (expected > 1) bad(m.node, `replication is off (wsrep_on=0) in a cluster of ${expected}`);
     } else {
       if (m.localState !== 'Synced') bad(m.node, `local state ${m.localState ?? 'unknown'}, not Synced`);

@@ -1,3 +1,7 @@
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parse as parseYaml } from 'yaml';
 import { sha256 } from '../../src/core/hash.js';
 import { defaultReleasesDir, defaultRolesDir } from '../../src/core/paths.js';
 import type { Secret } from '../../src/core/secret.js';
@@ -15,21 +19,38 @@ import type { Release } from '../../src/roles/schema.js';
 export const catalog = loadCatalog(defaultRolesDir());
 export const release = loadRelease(defaultReleasesDir(), 'zed');
 
-/** The plan of an inventory given as text, with fresh IPAM and optional secrets and image pins. */
+/**
+ * The shipped roles with one file of the roles folder changed (`file` relative to it, e.g.
+ * `services/mariadb.yaml`), loaded; the copy is removed once read.
+ */
+export function catalogWith(file: string, change: (doc: Record<string, unknown>) => void): Catalog {
+  const dir = mkdtempSync(join(tmpdir(), 'stackctl-roles-'));
+  try {
+    cpSync(defaultRolesDir(), dir, { recursive: true });
+    const path = join(dir, file);
+    const doc = parseYaml(readFileSync(path, 'utf8')) as Record<string, unknown>;
+    change(doc);
+    writeFileSync(path, stringify(doc));
+    return loadCatalog(dir);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** The plan of an inventory given as text, with fresh IPAM and optional secrets, image pins and roles. */
 export function planFromText(
   text: string,
   secrets?: ReadonlyMap<string, Secret>,
   rel: Release = release,
   pins?: ReadonlyMap<string, string>,
+  cat: Catalog = catalog,
 ): PlanResult {
-  const loaded = parseInventory('inv.yaml', text, { roles: catalog.roleInfo });
-  const alloc = allocate(loaded.inventory, loaded.networks, catalog.roleInfo, EMPTY_IPAM, (p) =>
-    loaded.source.locate(p),
-  );
+  const loaded = parseInventory('inv.yaml', text, { roles: cat.roleInfo });
+  const alloc = allocate(loaded.inventory, loaded.networks, cat.roleInfo, EMPTY_IPAM, (p) => loaded.source.locate(p));
   return buildPlan({
     inventory: loaded.inventory,
     inventoryDigest: sha256(text),
-    catalog,
+    catalog: cat,
     release: rel,
     addresses: alloc.addresses,
     ...(secrets ? { secrets } : {}),

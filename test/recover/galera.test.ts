@@ -1,32 +1,41 @@
 /**
  * recoverGalera against fake nodes: the dry run of a full outage reads the stopped members'
  * positions in one-off containers (the container's command with `recover`, removed afterwards) and
- * names the member to bootstrap, stopping and writing nothing; the formatted report shows it.
+ * names the member to bootstrap, stopping and writing nothing; the formatted report shows it. The
+ * same with a service file whose Galera server container has another name.
  */
 import { describe, expect, it } from 'vitest';
 import { generateInventoryYaml } from '../../src/inventory/generate.js';
 import { planDeploy } from '../../src/orchestrator/planner.js';
 import { formatRecoverReport } from '../../src/recover/format.js';
 import { recoverGalera } from '../../src/recover/galera.js';
-import { galeraCluster } from '../../src/recover/guard.js';
+import { galeraClusters } from '../../src/recover/guard.js';
 import { GALERA, type GaleraAccess } from '../../src/recover/members.js';
 import type { ContainerEngine, ContainerInfo, ContainerSpec } from '../../src/remote/index.js';
-import { catalog, planFromText } from '../helpers/plan.js';
+import type { Catalog } from '../../src/roles/catalog.js';
+import { renamedGaleraCatalog } from '../helpers/galera.js';
+import { catalog, planFromText, release } from '../helpers/plan.js';
 
 const UUID = 'a9fd4cf2-e8e3-11f1-a695-defe4cd7f62f';
-const cluster = galeraCluster(
-  planDeploy(planFromText(generateInventoryYaml({ controllers: 3, computes: 1 })).plan, catalog),
-)!;
+/** The Galera cluster of three controllers with these roles. */
+const clusterOf = (cat: Catalog) =>
+  galeraClusters(
+    planDeploy(
+      planFromText(generateInventoryYaml({ controllers: 3, computes: 1 }), undefined, release, undefined, cat).plan,
+      cat,
+    ),
+    cat.provides.clusterChecks,
+  )[0]!;
 
-/** A node whose mariadb container exited after a crash; its InnoDB holds `seqno`. */
-function crashedNode(name: string, seqno: number) {
+/** A node whose Galera server container (`server`) exited after a crash; its InnoDB holds `seqno`. */
+function crashedNode(name: string, seqno: number, server: string) {
   const calls: string[] = [];
   const containers = new Map<string, ContainerInfo>([
     [
-      GALERA.container,
+      server,
       {
         id: 'x',
-        name: GALERA.container,
+        name: server,
         image: 'img',
         imageId: 'sha256:0',
         labels: {},
@@ -41,9 +50,9 @@ function crashedNode(name: string, seqno: number) {
       containers.get(ref) ??
       (ref === GALERA.recoverContainer && oneOff
         ? {
-            ...containers.get(GALERA.container)!,
+            ...containers.get(server)!,
             name: ref,
-            state: { ...containers.get(GALERA.container)!.state, exitCode: 0 },
+            state: { ...containers.get(server)!.state, exitCode: 0 },
           }
         : undefined),
     removeContainer: async (ref) => void calls.push(`remove ${ref}`),
@@ -78,12 +87,18 @@ function crashedNode(name: string, seqno: number) {
   return { access, calls };
 }
 
-describe('recoverGalera, dry run of a full outage', () => {
+describe.each([
+  { roles: 'the shipped service file', cat: catalog },
+  { roles: 'a service file naming its Galera server otherwise', cat: renamedGaleraCatalog() },
+])('recoverGalera, dry run of a full outage ($roles)', ({ cat }) => {
+  const cluster = clusterOf(cat);
+  const server = cat.provides.clusterChecks.get('mariadb')!.container;
   it("reads each stopped member's InnoDB position in a one-off container and names the most advanced", async () => {
+    expect(cluster.members.map((m) => m.name)).toEqual([server, server, server]);
     const nodes = {
-      'ctl-0': crashedNode('ctl-0', 40),
-      'ctl-1': crashedNode('ctl-1', 42),
-      'ctl-2': crashedNode('ctl-2', 41),
+      'ctl-0': crashedNode('ctl-0', 40, server),
+      'ctl-1': crashedNode('ctl-1', 42, server),
+      'ctl-2': crashedNode('ctl-2', 41, server),
     };
     const lines: string[] = [];
     let t = 0;
@@ -108,7 +123,7 @@ describe('recoverGalera, dry run of a full outage', () => {
     ]);
     // nothing stopped or started, no grastate.dat written: the shell only ran the read-only volume script
     for (const n of Object.values(nodes)) {
-      expect(n.calls.some((x) => /^(stop|start) mariadb$/.test(x))).toBe(false);
+      expect(n.calls.some((x) => x === `stop ${server}` || x === `start ${server}`)).toBe(false);
       expect(n.calls.filter((x) => x.startsWith('shell'))).toEqual(['shell sh -c']);
     }
     const text = formatRecoverReport(r, true);
