@@ -114,6 +114,61 @@ async function checkRound(what: string): Promise<string[]> {
   return problems;
 }
 
+/** Runs, kills and rounds that ended well, of one kind. */
+interface Tally {
+  ok: number;
+  killed: number;
+  runs: number;
+}
+
+/** One round of a campaign: the child to kill, when, and how the work is finished in process. */
+interface Round {
+  /** Names the round in its problems, e.g. `deploy round 3`. */
+  readonly what: string;
+  /** Names it in the progress line (default `what`). */
+  readonly line?: string;
+  /** The child stackctl and its arguments. */
+  readonly script: string;
+  readonly args: readonly string[];
+  /** The journal records counted for the kill: side effects (deploy) or actions (upgrade). */
+  readonly counted: 'effect' | 'action';
+  /** The child is killed at its `at`-th new record of that kind. */
+  readonly at: number;
+  readonly tally: Tally;
+  /**
+   * Finish the work in process after the child (killed or not); returns the problems of that run
+   * (none when it ended well) and how it went on (`resumed`, `run again`) for the progress line.
+   */
+  readonly resume: (killed: boolean) => Promise<{ problems: string[]; how: string }>;
+}
+
+/**
+ * Kill, resume, check: the child runs until its `at`-th new journal record (or its end), is
+ * killed, the work is finished in process, and the round is judged: the resumed run's problems,
+ * else what checkRound finds. Counts the round in its tally, prints its line, returns its problems.
+ */
+async function killResumeCheck(round: Round): Promise<string[]> {
+  const before = journal().length;
+  const run = child(round.script, round.args);
+  const k = await killAt(
+    run,
+    () =>
+      journal()
+        .slice(before)
+        .filter((r) => r.type === round.counted).length,
+    round.at,
+  );
+  round.tally.runs++;
+  if (k.killed) round.tally.killed++;
+  const { problems, how } = await round.resume(k.killed);
+  const here = problems.length ? problems : await checkRound(round.what);
+  if (!here.length) round.tally.ok++;
+  process.stderr.write(
+    `${round.line ?? round.what}: ${k.killed ? `killed at ${round.counted} ${round.at}` : `ended before ${round.counted} ${round.at}`}, ${how}: ${here.length ? here.join('; ') : 'ok'}\n`,
+  );
+  return here;
+}
+
 describe(`fault campaign: SIGKILL of deploy and upgrade at random moments, ${N} times each (seed ${SEED})`, () => {
   beforeAll(async () => {
     await lab.up(CLOUD_IMAGES);
@@ -156,42 +211,32 @@ describe(`fault campaign: SIGKILL of deploy and upgrade at random moments, ${N} 
         `\n    nova_virt_type: qemu\n    memcached_memory_mb: ${32 + (i % 2) * 16}\n    keystone_token_expiration_s: ${3600 + i}\n`,
       );
       writeFileSync(lab.inventory, text);
-      const before = journal().length;
-      const at = pick(1, 8);
-      const run = child(join(root, 'test', 'orchestrator', 'deploy-child.ts'), [
-        '-i',
-        lab.inventory,
-        '--releases',
-        releases,
-      ]);
-      const k = await killAt(
-        run,
-        () =>
-          journal()
-            .slice(before)
-            .filter((r) => r.type === 'effect').length,
-        at,
-      );
-      results.deploy.runs++;
-      if (k.killed) results.deploy.killed++;
-      let out = '';
-      const report = await runDeploy(
-        { inventory: lab.inventory, releases, resume: true },
-        { write: (t) => void (out += t), tty: false },
-      );
-      process.exitCode = undefined;
-      const here = report?.ok
-        ? await checkRound(`deploy round ${i + 1}`)
-        : [
-            `deploy round ${i + 1}: ${out
-              .split('\n')
-              .filter((l) => l.startsWith('FAILED'))
-              .join(' / ')}`,
-          ];
-      if (!here.length) results.deploy.ok++;
-      problems.push(...here);
-      process.stderr.write(
-        `deploy round ${i + 1}: ${k.killed ? `killed at effect ${at}` : `ended before effect ${at}`}, resumed: ${here.length ? here.join('; ') : 'ok'}\n`,
+      problems.push(
+        ...(await killResumeCheck({
+          what: `deploy round ${i + 1}`,
+          script: join(root, 'test', 'orchestrator', 'deploy-child.ts'),
+          args: ['-i', lab.inventory, '--releases', releases],
+          counted: 'effect',
+          at: pick(1, 8),
+          tally: results.deploy,
+          resume: async () => {
+            let out = '';
+            const report = await runDeploy(
+              { inventory: lab.inventory, releases, resume: true },
+              { write: (t) => void (out += t), tty: false },
+            );
+            process.exitCode = undefined;
+            const failed = report?.ok
+              ? []
+              : [
+                  `deploy round ${i + 1}: ${out
+                    .split('\n')
+                    .filter((l) => l.startsWith('FAILED'))
+                    .join(' / ')}`,
+                ];
+            return { problems: failed, how: 'resumed' };
+          },
+        })),
       );
     }
     timings.push(`deploy campaign ${((Date.now() - t0) / 1000).toFixed(1)} s`);
@@ -204,53 +249,41 @@ describe(`fault campaign: SIGKILL of deploy and upgrade at random moments, ${N} 
     for (let i = 0; i < N; i++) {
       const current = /^ {2}release: (\S+)$/m.exec(readFileSync(lab.inventory, 'utf8'))![1]!;
       const target = current === 'zed' ? 'zed-faults' : 'zed';
-      const before = journal().length;
-      const at = pick(1, 40);
-      const run = child(join(root, 'test', 'upgrade', 'upgrade-child.ts'), [
-        '-i',
-        lab.inventory,
-        '--to',
-        target,
-        '--releases',
-        releases,
-      ]);
-      const k = await killAt(
-        run,
-        () =>
-          journal()
-            .slice(before)
-            .filter((r) => r.type === 'action').length,
-        at,
-      );
-      results.upgrade.runs++;
-      if (k.killed) results.upgrade.killed++;
-      let out = '';
-      // Killed before it opened its run, or after it closed it: a new run; otherwise --resume.
-      const open = lastRun();
-      const resume =
-        k.killed &&
-        open.some((r) => r.type === 'run.start' && r.command === 'upgrade') &&
-        !open.some((r) => r.type === 'run.end');
-      const report = await runUpgrade(
-        { inventory: lab.inventory, to: target, releases, ...(resume ? { resume: true } : {}) },
-        { write: (t) => void (out += t), tty: false },
-      );
-      process.exitCode = undefined;
-      const now = /^ {2}release: (\S+)$/m.exec(readFileSync(lab.inventory, 'utf8'))![1]!;
-      const here: string[] = [];
-      if (report && report.outcome !== 'done')
-        here.push(
-          `upgrade round ${i + 1}: ${report.outcome}: ${out
-            .split('\n')
-            .filter((l) => l.startsWith('FAILED'))
-            .join(' / ')}`,
-        );
-      if (now !== target) here.push(`upgrade round ${i + 1}: the inventory names ${now}, not ${target}`);
-      if (!here.length) here.push(...(await checkRound(`upgrade round ${i + 1}`)));
-      if (!here.length) results.upgrade.ok++;
-      problems.push(...here);
-      process.stderr.write(
-        `upgrade round ${i + 1} (${current} -> ${target}): ${k.killed ? `killed at action ${at}` : `ended before action ${at}`}, ${resume ? 'resumed' : 'run again'}: ${here.length ? here.join('; ') : 'ok'}\n`,
+      problems.push(
+        ...(await killResumeCheck({
+          what: `upgrade round ${i + 1}`,
+          line: `upgrade round ${i + 1} (${current} -> ${target})`,
+          script: join(root, 'test', 'upgrade', 'upgrade-child.ts'),
+          args: ['-i', lab.inventory, '--to', target, '--releases', releases],
+          counted: 'action',
+          at: pick(1, 40),
+          tally: results.upgrade,
+          resume: async (killed) => {
+            let out = '';
+            // Killed before it opened its run, or after it closed it: a new run; otherwise --resume.
+            const open = lastRun();
+            const resume =
+              killed &&
+              open.some((r) => r.type === 'run.start' && r.command === 'upgrade') &&
+              !open.some((r) => r.type === 'run.end');
+            const report = await runUpgrade(
+              { inventory: lab.inventory, to: target, releases, ...(resume ? { resume: true } : {}) },
+              { write: (t) => void (out += t), tty: false },
+            );
+            process.exitCode = undefined;
+            const now = /^ {2}release: (\S+)$/m.exec(readFileSync(lab.inventory, 'utf8'))![1]!;
+            const failed: string[] = [];
+            if (report && report.outcome !== 'done')
+              failed.push(
+                `upgrade round ${i + 1}: ${report.outcome}: ${out
+                  .split('\n')
+                  .filter((l) => l.startsWith('FAILED'))
+                  .join(' / ')}`,
+              );
+            if (now !== target) failed.push(`upgrade round ${i + 1}: the inventory names ${now}, not ${target}`);
+            return { problems: failed, how: resume ? 'resumed' : 'run again' };
+          },
+        })),
       );
     }
     timings.push(`upgrade campaign ${((Date.now() - t0) / 1000).toFixed(1)} s`);

@@ -56,7 +56,7 @@ const IMAGES = ['haproxy', 'keepalived', 'mariadb', 'memcached', 'keystone'];
 /** The containers the identity tier puts on ctl-0: one per image, plus MariaDB's Galera health responder for HAProxy. */
 const CONTAINERS = [...IMAGES, 'mariadb_clustercheck'];
 const CTL_INTERNAL_API = `${P}.20.10`;
-const INTERNAL_VIP = `${P}.20.250`;
+const INTERNAL_VIP = lab.internalVip;
 const EXTERNAL_VIP = `${P}.10.250`;
 /** memcached's tag reference; the nodes run it pinned: `…:zed-1@sha256:…` (the pin its first deploy wrote). */
 const MEMCACHED_TAG = `${P}.24.1:5000/stackctl/memcached:zed-1`;
@@ -84,38 +84,6 @@ function memcachedStats(host: string, port = 11211): Promise<string> {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const secret = (name: string): string => loadAll({ inventory: lab.inventory }).secrets!.services.get(name)!.reveal();
-
-/** `openstack token issue` inside ctl-0's keystone container, against the internal VIP. */
-async function tokenInsideNode(): Promise<{ code: number; stdout: string; stderr: string }> {
-  const args = [
-    'docker',
-    'exec',
-    '-e',
-    'OS_PASSWORD',
-    'keystone',
-    'openstack',
-    `--os-auth-url=http://${INTERNAL_VIP}:5000/v3`,
-    '--os-username=admin',
-    '--os-project-name=admin',
-    '--os-user-domain-name=Default',
-    '--os-project-domain-name=Default',
-    '--os-identity-api-version=3',
-    'token',
-    'issue',
-    '-f',
-    'value',
-    '-c',
-    'expires',
-  ];
-  // HAProxy marks a new backend up after two good checks (inter 2 s) once uwsgi answers.
-  let r = { code: -1, stdout: '', stderr: '' };
-  for (let n = 0; n < 40; n++) {
-    r = await lab.ctl().exec(args, { timeoutMs: 60_000, env: { OS_PASSWORD: secret('keystone_admin_password') } });
-    if (r.code === 0) break;
-    await sleep(1000);
-  }
-  return r;
-}
 
 /** The OpenStack client on this machine: source the openrc file, then run `openstack ...`. */
 const clientWithOpenrc = (openrc: string, args: string): string => openstack(openrc, args, 120_000);
@@ -224,7 +192,8 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
       ]);
     expect(db.stdout.trim().split(/\s+/)).toEqual([CTL_INTERNAL_API, '0']);
 
-    const token = await tokenInsideNode();
+    // HAProxy marks a new backend up after two good checks (inter 2 s) once uwsgi answers: 40 tries.
+    const token = await lab.issueToken('ctl-0', 40);
     expect(token.code, token.stderr).toBe(0);
     expect(token.stdout.trim()).toMatch(/^\d{4}-\d\d-\d\d/);
 
@@ -581,7 +550,7 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
     expect((await inspect())?.state.running).toBe(true);
     expect((await inspect('keystone'))?.state.running).toBe(true);
     expect(await memcachedStats(CTL_INTERNAL_API)).toMatch(/STAT limit_maxbytes 50331648/);
-    const token = await tokenInsideNode();
+    const token = await lab.issueToken('ctl-0', 40);
     expect(token.code, token.stderr).toBe(0);
   }, 300_000);
 

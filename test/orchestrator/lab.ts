@@ -89,6 +89,8 @@ export function deployLab(name: string, prefix: string, offset: number, options:
   };
   const labDeps = () => ({ engine: engine!, bin });
   const ctlAddress = `${prefix}.24.10`;
+  /** The internal_api VIP of the lab's inventory (keepalived's, HAProxy's frontends behind it). */
+  const internalVip = `${prefix}.20.250`;
   /** Seconds taken by `lab up` and by the image push of the last up(). */
   const timings = { labUpS: 0, pushS: 0 };
   const remotes = new Map<string, Remote>();
@@ -98,6 +100,7 @@ export function deployLab(name: string, prefix: string, offset: number, options:
       return inventoryOf();
     },
     prefix,
+    internalVip,
     /** ctl-0 over SSH, as deploy reaches it. */
     ctl(): Remote {
       return remoteFor(pool!, { name: 'ctl-0', address: ctlAddress });
@@ -183,6 +186,56 @@ export function deployLab(name: string, prefix: string, offset: number, options:
         remotes.set(name, (r = remoteFor(pool!, { name, address })));
       }
       return r;
+    },
+    /** The node among `among` that holds the internal_api VIP (the keepalived master), if any. */
+    async vipHolder(among: readonly string[]): Promise<string | undefined> {
+      for (const n of among) {
+        const r = await lab
+          .remote(n)
+          .exec(['ip', '-o', '-4', 'addr', 'show'], { timeoutMs: 10_000 })
+          .catch(() => undefined);
+        if (r?.stdout.includes(`${internalVip}/32`)) return n;
+      }
+      return undefined;
+    },
+    /**
+     * `openstack token issue` as the cloud's admin through the internal_api VIP, in the keystone
+     * container of `node`; tried up to `tries` times, a second apart. The last answer (or error).
+     */
+    async issueToken(node: string, tries: number): Promise<{ code: number; stdout: string; stderr: string }> {
+      const password = loadAll({ inventory: inventoryOf() }).secrets!.services.get('keystone_admin_password')!;
+      let last = { code: -1, stdout: '', stderr: 'not tried' };
+      for (let i = 0; i < tries; i++) {
+        last = await lab
+          .remote(node)
+          .exec(
+            [
+              'docker',
+              'exec',
+              '-e',
+              'OS_PASSWORD',
+              'keystone',
+              'openstack',
+              `--os-auth-url=http://${internalVip}:5000/v3`,
+              '--os-username=admin',
+              '--os-project-name=admin',
+              '--os-user-domain-name=Default',
+              '--os-project-domain-name=Default',
+              '--os-identity-api-version=3',
+              'token',
+              'issue',
+              '-f',
+              'value',
+              '-c',
+              'expires',
+            ],
+            { timeoutMs: 60_000, env: { OS_PASSWORD: password } },
+          )
+          .catch((e: unknown) => ({ code: -1, stdout: '', stderr: String(e) }));
+        if (last.code === 0) return last;
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+      return last;
     },
     /**
      * StartedAt of every container the deploy made, on every node, keyed

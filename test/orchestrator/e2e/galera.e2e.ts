@@ -15,7 +15,6 @@
  */
 import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadAll } from '../../../src/cli/context.js';
 import { runCli } from '../../helpers/cli.js';
 import { deployLab } from '../lab.js';
 
@@ -24,7 +23,6 @@ const lab = deployLab(NAME, '10.93', 950, { topology: '3ctl-2comp', registryPort
 const IMAGES = ['haproxy', 'keepalived', 'mariadb', 'memcached', 'keystone'];
 const SERVICES = IMAGES.join(',');
 const CONTROLLERS = ['ctl-0', 'ctl-1', 'ctl-2'];
-const VIP = `${lab.prefix}.20.250`;
 const CLIENT_CNF = '/etc/mysql/mariadb.conf.d/stackctl/client.cnf';
 const ITERATIONS = Number(process.env.STACKCTL_GALERA_DRILLS ?? '3');
 
@@ -145,55 +143,6 @@ async function restoreAll(): Promise<void> {
   expect(r?.ok, text).toBe(true);
 }
 
-/** The controller holding the internal_api VIP, if any. */
-async function vipHolder(among: readonly string[]): Promise<string | undefined> {
-  for (const n of among) {
-    const r = await lab
-      .remote(n)
-      .exec(['ip', '-o', '-4', 'addr', 'show'], { timeoutMs: 10_000 })
-      .catch(() => undefined);
-    if (r?.stdout.includes(`${VIP}/32`)) return n;
-  }
-  return undefined;
-}
-
-/** `openstack token issue` through the VIP, in the keystone container of `node`; retried up to `tries` s. */
-async function issueToken(node: string, tries: number): Promise<{ code: number; stdout: string; stderr: string }> {
-  const password = loadAll({ inventory: lab.inventory }).secrets!.services.get('keystone_admin_password')!;
-  let last = { code: -1, stdout: '', stderr: 'not tried' };
-  for (let i = 0; i < tries; i++) {
-    last = await lab
-      .remote(node)
-      .exec(
-        [
-          'docker',
-          'exec',
-          '-e',
-          'OS_PASSWORD',
-          'keystone',
-          'openstack',
-          `--os-auth-url=http://${VIP}:5000/v3`,
-          '--os-username=admin',
-          '--os-project-name=admin',
-          '--os-user-domain-name=Default',
-          '--os-project-domain-name=Default',
-          '--os-identity-api-version=3',
-          'token',
-          'issue',
-          '-f',
-          'value',
-          '-c',
-          'expires',
-        ],
-        { timeoutMs: 60_000, env: { OS_PASSWORD: password } },
-      )
-      .catch((e: unknown) => ({ code: -1, stdout: '', stderr: String(e) }));
-    if (last.code === 0) return last;
-    await sleep(1000);
-  }
-  return last;
-}
-
 /** Run `drill` ITERATIONS times; each outcome and time goes to the report; all must pass. */
 async function iterate(title: string, drill: (i: number) => Promise<string>): Promise<void> {
   const failures: string[] = [];
@@ -237,7 +186,7 @@ describe('outages on 3 controllers: HAProxy on the VIP holder, Galera after a fu
   }, 600_000);
 
   it('HAProxy killed on the VIP holder: the VIP moves within 5 s, a token through it; HAProxy back, the VIP stays put', async () => {
-    const holder = await vipHolder(CONTROLLERS);
+    const holder = await lab.vipHolder(CONTROLLERS);
     expect(holder, 'a controller holds the VIP').toBeDefined();
     const others = CONTROLLERS.filter((n) => n !== holder);
     const t0 = Date.now();
@@ -245,16 +194,16 @@ describe('outages on 3 controllers: HAProxy on the VIP holder, Galera after a fu
     expect(k.code, k.stderr).toBe(0);
     let moved: string | undefined;
     while (!moved && Date.now() - t0 < 15_000) {
-      moved = await vipHolder(others);
+      moved = await lab.vipHolder(others);
       if (!moved) await sleep(100);
     }
     const s = seconds(t0);
     report.push(`  docker kill haproxy on ${holder} -> VIP on ${moved ?? 'nobody'}: ${s} s`);
     expect(moved, 'the VIP on another controller').toBeDefined();
     expect(s).toBeLessThanOrEqual(5);
-    expect(await vipHolder([holder!]), 'the old holder gave the VIP up').toBeUndefined();
+    expect(await lab.vipHolder([holder!]), 'the old holder gave the VIP up').toBeUndefined();
     const t1 = Date.now();
-    const token = await issueToken(moved!, 30);
+    const token = await lab.issueToken(moved!, 30);
     report.push(`  token through the VIP after the move: ${seconds(t1)} s`);
     expect(token.code, token.stderr).toBe(0);
 
@@ -264,7 +213,7 @@ describe('outages on 3 controllers: HAProxy on the VIP holder, Galera after a fu
     expect(text).toMatch(new RegExp(`step 1 ${holder}: container haproxy started`));
     const holders = new Set<string>();
     for (let i = 0; i < 40; i++) {
-      holders.add((await vipHolder(CONTROLLERS)) ?? 'nobody');
+      holders.add((await lab.vipHolder(CONTROLLERS)) ?? 'nobody');
       await sleep(500);
     }
     expect([...holders]).toEqual([moved]);

@@ -32,7 +32,7 @@ const REGISTRY_PORT = 15001;
 const lab = deployLab('ha', '10.94', 900, { topology: '3ctl-2comp', registryPort: REGISTRY_PORT, bmcPort: 16830 });
 const SERVICES = 'haproxy,keepalived,mariadb,rabbitmq,memcached,keystone';
 const CONTROLLERS = ['ctl-0', 'ctl-1', 'ctl-2'];
-const VIP = `${lab.prefix}.20.250`;
+const VIP = lab.internalVip;
 const CLIENT_CNF = '/etc/mysql/mariadb.conf.d/stackctl/client.cnf';
 
 /** Phase -> seconds, printed at the end. */
@@ -152,55 +152,6 @@ async function vipDiagnostics(): Promise<void> {
     say(`${n} keepalived`, await sh('docker logs --tail 15 keepalived 2>&1'));
     say(`${n} haproxy`, await sh('docker logs --tail 15 haproxy 2>&1'));
   }
-}
-
-/** The controller that holds the internal_api VIP (the keepalived master), if any. */
-async function vipHolder(among: readonly string[]): Promise<string | undefined> {
-  for (const n of among) {
-    const r = await lab
-      .remote(n)
-      .exec(['ip', '-o', '-4', 'addr', 'show'], { timeoutMs: 10_000 })
-      .catch(() => undefined);
-    if (r?.stdout.includes(`${VIP}/32`)) return n;
-  }
-  return undefined;
-}
-
-/** `openstack token issue` through the VIP, in the keystone container of `node`; retried up to `tries` s. */
-async function issueToken(node: string, tries: number): Promise<{ code: number; stdout: string; stderr: string }> {
-  const password = loadAll({ inventory: lab.inventory }).secrets!.services.get('keystone_admin_password')!;
-  let last = { code: -1, stdout: '', stderr: 'not tried' };
-  for (let i = 0; i < tries; i++) {
-    last = await lab
-      .remote(node)
-      .exec(
-        [
-          'docker',
-          'exec',
-          '-e',
-          'OS_PASSWORD',
-          'keystone',
-          'openstack',
-          `--os-auth-url=http://${VIP}:5000/v3`,
-          '--os-username=admin',
-          '--os-project-name=admin',
-          '--os-user-domain-name=Default',
-          '--os-project-domain-name=Default',
-          '--os-identity-api-version=3',
-          'token',
-          'issue',
-          '-f',
-          'value',
-          '-c',
-          'expires',
-        ],
-        { timeoutMs: 60_000, env: { OS_PASSWORD: password } },
-      )
-      .catch((e: unknown) => ({ code: -1, stdout: '', stderr: String(e) }));
-    if (last.code === 0) return last;
-    await sleep(1000);
-  }
-  return last;
 }
 
 /** HAProxy's view of one proxy's servers on `node`: server name -> status (UP, DOWN, ...). */
@@ -325,7 +276,7 @@ describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () =
     expect(url.match(/@[\d.]+:5672/g)).toEqual(CONTROLLERS.map((_, i) => `@${lab.prefix}.20.1${i}:5672`));
 
     const t1 = Date.now();
-    const token = await issueToken('ctl-0', 30);
+    const token = await lab.issueToken('ctl-0', 30);
     timings.push(['first token through the VIP (incl. HAProxy checks)', seconds(t1)]);
     expect(token.code, token.stderr).toBe(0);
     expect(token.stdout.trim()).toMatch(/^\d{4}-\d\d-\d\d/);
@@ -622,7 +573,7 @@ describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () =
   }, 3_600_000);
 
   it("the keepalived master's node goes down: the VIP moves, Galera keeps quorum with 2 of 3, tokens are still issued", async () => {
-    const master = await vipHolder(CONTROLLERS);
+    const master = await lab.vipHolder(CONTROLLERS);
     expect(master, 'some controller holds the VIP').toBeDefined();
     const survivors = CONTROLLERS.filter((n) => n !== master);
     process.stderr.write(`keepalived master: ${master}; stopping its node\n`);
@@ -632,14 +583,14 @@ describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () =
     timings.push([`docker stop of ${master}'s node`, seconds(t0)]);
     let holder: string | undefined;
     for (let i = 0; i < 120 && !holder; i++) {
-      holder = await vipHolder(survivors);
+      holder = await lab.vipHolder(survivors);
       if (!holder) await sleep(250);
     }
     timings.push([`VIP moved to ${holder ?? 'nobody'} (from the stop)`, seconds(t0)]);
     expect(holder, 'the VIP on a surviving controller').toBeDefined();
 
     const t1 = Date.now();
-    const token = await issueToken(survivors[0]!, 60);
+    const token = await lab.issueToken(survivors[0]!, 60);
     timings.push(['token through the VIP after failover (from the move)', seconds(t1)]);
     timings.push(['failover: node stop -> token issued', seconds(t0)]);
     expect(token.code, token.stderr).toBe(0);
@@ -665,7 +616,7 @@ describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () =
     }
     // A second token, now that HAProxy has marked the dead backends down.
     const t2 = Date.now();
-    expect((await issueToken(survivors[1]!, 10)).code).toBe(0);
+    expect((await lab.issueToken(survivors[1]!, 10)).code).toBe(0);
     timings.push(['a second token after failover', seconds(t2)]);
   });
 });
