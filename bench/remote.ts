@@ -1,178 +1,212 @@
 /**
- * Remote execution benchmark: stackctl's SSH pool against ansible-playbook
- * doing the same work on the same hosts.
+ * Per-call latency of stackctl's remote layer (src/remote): one node, one
+ * call at a time, each operation the deploy uses repeated and timed. No
+ * other tool is run: every simulated host of a comparison would talk to this
+ * one machine's dockerd, so only `bench:orchestrator` (a dockerd per host)
+ * compares tools.
  *
- * N sshd processes on loopback ports stand in for N nodes. Each host gets T
- * tasks; a task writes a file, reads it back, and reads a container's state
- * from dockerd (`docker inspect`). stackctl does it through SftpTransfer and
- * the SSH-carried ContainerEngine; Ansible through copy, slurp and command
- * with pipelining and ControlPersist (its fast settings).
+ *     npm run bench:remote                    # 200 calls per operation
+ *     npm run bench:remote -- 500             # or as many as given
  *
- *     npm run build && node dist/bench/remote.js [hosts=10] [tasks=100]
- *
- * Needs root, Debian's openssh-server, docker.io (dockerd running),
- * busybox-static and ansible-core. Host key checking is off for Ansible in
- * this benchmark only; stackctl checks keys as always (recorded up front).
+ * The node is Debian's sshd on a loopback port (test/remote/sshd.ts) and, for
+ * the Docker calls, this machine's dockerd reached through it (the SSH
+ * connection's direct-streamlocal channel to /var/run/docker.sock, as on a
+ * real node). Each row prints the minimum, median, 90th and 99th percentile
+ * and mean wall time of one call, and this process's CPU per call (sshd's
+ * and dockerd's are not in it), with the load average before and after.
+ * Needs root, openssh-server, docker.io (dockerd running) and busybox-static;
+ * it starts a container, so run it under the machine lock.
  */
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import {
-  closeSync,
-  copyFileSync,
-  mkdirSync,
-  mkdtempSync,
-  openSync,
-  readFileSync,
-  rmSync,
-  symlinkSync,
-  writeFileSync,
-} from 'node:fs';
-import { tmpdir } from 'node:os';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pLimit from 'p-limit';
 import { localEngine, remoteEngine } from '../src/remote/docker.js';
 import { recordHostKey } from '../src/remote/known-hosts.js';
 import { SshPool, type SshTarget } from '../src/remote/ssh.js';
 import { SftpTransfer } from '../src/remote/transfer.js';
 import { hostPublicKey, startSshd, type TestSshd } from '../test/remote/sshd.js';
 
-/** The container whose state every task reads. */
+/** The container the Docker calls read (inspect, logs, exec). */
 const CONTAINER = 'stackctl-test-bench';
 /** A tiny local image (static busybox), no registry needed. */
 const IMAGE = 'stackctl-test/busybox:bench';
-/** Tasks in flight per host for stackctl (below sshd's MaxSessions of 10). */
-const PER_HOST_CONCURRENCY = 8;
+/** Calls made before each row's timing starts (the connection, the SFTP session, the Docker agent). */
+const WARM_UP = 5;
+/** Deadline of each shell command. */
+const TIMEOUT_MS = 30_000;
+/** A config-sized file for the SFTP rows. */
+const PAYLOAD = 'x'.repeat(1023) + '\n';
+
+/** One operation of the remote layer, timed call by call. */
+interface Operation {
+  readonly name: string;
+  /** Calls timed (default: the bench's count). */
+  readonly calls?: number;
+  /** No warm-up calls: the row measures the set-up itself. */
+  readonly cold?: boolean;
+  readonly call: (i: number) => Promise<void>;
+}
+
+/** One printed row. */
+interface Row {
+  readonly name: string;
+  readonly samples: number[];
+  /** This process's CPU per call, ms (user + system). */
+  readonly cpuMs: number;
+}
 
 function buildImage(dir: string): void {
   const root = join(dir, 'root');
   mkdirSync(join(root, 'bin'), { recursive: true });
   copyFileSync('/bin/busybox', join(root, 'bin', 'busybox'));
-  for (const a of ['sh', 'sleep']) symlinkSync('busybox', join(root, 'bin', a));
+  for (const a of ['sh', 'sleep', 'true']) symlinkSync('busybox', join(root, 'bin', a));
   execFileSync('tar', ['-C', root, '-cf', join(dir, 'busybox.tar'), '.']);
   execFileSync('docker', ['import', '--change', 'LABEL stackctl-test=1', join(dir, 'busybox.tar'), IMAGE], {
     stdio: 'pipe',
   });
 }
 
-async function stackctlRun(hosts: readonly TestSshd[], tasks: number, knownHosts: string): Promise<number> {
-  const pool = new SshPool({ knownHostsFile: knownHosts, privateKeyFile: hosts[0]!.clientKeyFile });
-  const files = new SftpTransfer(pool);
-  const started = performance.now();
-  await Promise.all(
-    hosts.map(async (h, n) => {
-      const t: SshTarget = { node: `h${n}`, host: '127.0.0.1', port: h.port, user: 'root' };
-      const docker = remoteEngine(pool, t);
-      const limit = pLimit(PER_HOST_CONCURRENCY);
-      await Promise.all(
-        Array.from({ length: tasks }, (_, i) =>
-          limit(async () => {
-            const dest = `/tmp/stackctl-bench/stackctl/h${n}/f${i}`;
-            const payload = `payload ${i}\n`;
-            await files.upload(t, { data: payload }, dest);
-            if ((await files.readFile(t, dest)).toString() !== payload) throw new Error(`h${n}: f${i} differs`);
-            if (!(await docker.inspectContainer(CONTAINER))?.state.running) throw new Error(`h${n}: not running`);
-          }),
-        ),
-      );
-      await docker.close();
-    }),
-  );
-  const ms = performance.now() - started;
-  await pool.close();
-  return ms;
+/** The value at fraction `q` of sorted samples (nearest rank). */
+function quantile(sorted: readonly number[], q: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
 }
 
-async function ansibleRun(hosts: readonly TestSshd[], tasks: number, dir: string): Promise<number> {
-  const inventory = [
-    '[nodes]',
-    ...hosts.map(
-      (h, n) =>
-        `h${n} ansible_host=127.0.0.1 ansible_port=${h.port} ansible_user=root ansible_ssh_private_key_file=${hosts[0]!.clientKeyFile} ansible_python_interpreter=/usr/bin/python3`,
-    ),
-  ].join('\n');
-  writeFileSync(join(dir, 'hosts.ini'), inventory + '\n');
-  const loop = `"{{ range(${tasks}) | list }}"`;
-  const base = '/tmp/stackctl-bench/ansible/{{ inventory_hostname }}';
-  writeFileSync(
-    join(dir, 'play.yml'),
-    `- hosts: nodes
-  gather_facts: false
-  tasks:
-    - file: { path: "${base}", state: directory }
-    - copy: { content: "payload {{ item }}\\n", dest: "${base}/f{{ item }}" }
-      loop: ${loop}
-    - slurp: { src: "${base}/f{{ item }}" }
-      loop: ${loop}
-    - command: docker inspect -f "{{ '{{' }}.State.Running{{ '}}' }}" ${CONTAINER}
-      loop: ${loop}
-      changed_when: false
-`,
-  );
-  writeFileSync(
-    join(dir, 'ansible.cfg'),
-    `[defaults]
-host_key_checking = False
-forks = ${hosts.length}
-display_ok_hosts = False
-display_skipped_hosts = False
-[ssh_connection]
-pipelining = True
-transfer_method = piped
-ssh_args = -o ControlMaster=auto -o ControlPersist=30s -o UserKnownHostsFile=/dev/null
-control_path_dir = ${dir}/cp
-`,
-  );
-  const started = performance.now();
-  // Not spawnSync: it would stop this process's event loop, and with it the reading of the test
-  // sshds' stderr (their VERBOSE log); once that pipe is full, sshd blocks and so does Ansible (it
-  // hung after ~19 `copy` items per host). Output to a file: the ControlPersist masters inherit
-  // ansible's output descriptors and would keep a pipe open after it exits.
-  const log = openSync(join(dir, 'ansible.log'), 'w');
-  const child = spawn('ansible-playbook', ['-i', join(dir, 'hosts.ini'), join(dir, 'play.yml')], {
-    cwd: dir,
-    env: { ...process.env, ANSIBLE_CONFIG: join(dir, 'ansible.cfg') },
-    stdio: ['ignore', log, log],
-  });
-  const status = await new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  closeSync(log);
-  const ms = performance.now() - started;
-  if (status !== 0) {
-    throw new Error(`ansible-playbook failed (${status}): ${readFileSync(join(dir, 'ansible.log'), 'utf8')}`);
+/** Time `op` call by call, after its warm-up. */
+async function measure(op: Operation, calls: number): Promise<Row> {
+  const n = op.calls ?? calls;
+  if (!op.cold) for (let i = 0; i < WARM_UP; i++) await op.call(-1 - i);
+  const samples: number[] = [];
+  const cpu0 = process.cpuUsage();
+  for (let i = 0; i < n; i++) {
+    const t0 = performance.now();
+    await op.call(i);
+    samples.push(performance.now() - t0);
   }
-  return ms;
+  const cpu = process.cpuUsage(cpu0);
+  return { name: op.name, samples, cpuMs: (cpu.user + cpu.system) / 1000 / n };
 }
+
+function format(rows: readonly Row[]): string {
+  const ms = (v: number): string => v.toFixed(2).padStart(8);
+  const width = Math.max(...rows.map((r) => r.name.length));
+  const head = `${'operation'.padEnd(width)}  ${'calls'.padStart(5)}  ${['min', 'p50', 'p90', 'p99', 'mean'].map((h) => h.padStart(8)).join('')}  ${'CPU/call'.padStart(8)}`;
+  const lines = rows.map((r) => {
+    const s = [...r.samples].sort((a, b) => a - b);
+    const mean = s.reduce((a, b) => a + b, 0) / s.length;
+    return (
+      `${r.name.padEnd(width)}  ${String(s.length).padStart(5)}  ` +
+      `${ms(s[0]!)}${ms(quantile(s, 0.5))}${ms(quantile(s, 0.9))}${ms(quantile(s, 0.99))}${ms(mean)}  ${ms(r.cpuMs)}`
+    );
+  });
+  return [head, ...lines].join('\n');
+}
+
+const load = (): string =>
+  loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ');
 
 async function main(): Promise<void> {
-  const nHosts = Number(process.argv[2] ?? 10);
-  const tasks = Number(process.argv[3] ?? 100);
+  const calls = Number(process.argv[2] ?? 200);
+  if (!Number.isInteger(calls) || calls < 1)
+    throw new Error(`calls per operation: a positive integer, not ${process.argv[2]}`);
   const dir = mkdtempSync(join(tmpdir(), 'stackctl-test-bench-'));
-  const hosts: TestSshd[] = [];
   const local = localEngine();
+  let host: TestSshd | undefined;
+  let pool: SshPool | undefined;
   try {
     buildImage(dir);
     await local.removeContainer(CONTAINER, { force: true });
     await local.createContainer({
       name: CONTAINER,
       image: IMAGE,
-      command: ['sleep', '3600'],
+      command: ['sh', '-c', 'echo started; exec sleep 3600'],
       labels: { 'stackctl-test': '1' },
     });
     await local.startContainer(CONTAINER);
-    for (let i = 0; i < nHosts; i++) hosts.push(await startSshd());
-    // Every test sshd authorizes its own client key; the bench uses the first one everywhere.
-    const pub = execFileSync('cat', [`${hosts[0]!.clientKeyFile}.pub`], { encoding: 'utf8' });
-    for (const h of hosts) writeFileSync(join(h.dir, 'authorized_keys'), pub);
+    host = await startSshd();
     const knownHosts = join(dir, 'known_hosts');
-    for (const h of hosts) recordHostKey(knownHosts, '127.0.0.1', h.port, hostPublicKey(h.hostKeyFile));
-
-    const ops = nHosts * tasks;
-    console.log(`${nHosts} hosts x ${tasks} tasks (write a file, read it back, docker inspect) = ${ops} tasks`);
-    const ours = await stackctlRun(hosts, tasks, knownHosts);
-    console.log(`stackctl pool:     ${(ours / 1000).toFixed(2)} s  (${(ops / (ours / 1000)).toFixed(0)} tasks/s)`);
-    const theirs = await ansibleRun(hosts, tasks, dir);
-    console.log(`ansible-playbook:  ${(theirs / 1000).toFixed(2)} s  (${(ops / (theirs / 1000)).toFixed(1)} tasks/s)`);
-    console.log(`ratio:             ${(theirs / ours).toFixed(1)}x`);
+    recordHostKey(knownHosts, '127.0.0.1', host.port, hostPublicKey(host.hostKeyFile));
+    const t: SshTarget = { node: 'bench', host: '127.0.0.1', port: host.port, user: 'root' };
+    const newPool = (): SshPool => new SshPool({ knownHostsFile: knownHosts, privateKeyFile: host!.clientKeyFile });
+    pool = newPool();
+    const files = new SftpTransfer(pool);
+    const docker = remoteEngine(pool, t);
+    const base = '/tmp/stackctl-bench';
+    const dest = (i: number): string => `${base}/f${i < 0 ? 'w' : ''}${Math.abs(i) % 50}`;
+    const check = (ok: boolean, what: string): void => {
+      if (!ok) throw new Error(`${what} failed`);
+    };
+    const operations: Operation[] = [
+      {
+        name: 'ssh connect + exec true (new pool)',
+        calls: Math.min(calls, 50),
+        cold: true,
+        call: async () => {
+          const p = newPool();
+          try {
+            check((await p.exec(t, ['true'], { timeoutMs: TIMEOUT_MS })).code === 0, 'exec true');
+          } finally {
+            await p.close();
+          }
+        },
+      },
+      {
+        name: 'exec true',
+        call: async () => check((await pool!.exec(t, ['true'], { timeoutMs: TIMEOUT_MS })).code === 0, 'exec true'),
+      },
+      {
+        name: 'exec with env and stdin',
+        call: async () => {
+          const r = await pool!.exec(t, ['sh', '-c', 'cat >/dev/null; test -n "$V"'], {
+            timeoutMs: TIMEOUT_MS,
+            env: { V: 'value' },
+            stdin: PAYLOAD,
+          });
+          check(r.code === 0, 'exec with env and stdin');
+        },
+      },
+      {
+        name: 'sftp upload 1 KiB (atomic)',
+        call: async (i) => void (await files.upload(t, { data: PAYLOAD }, dest(i))),
+      },
+      {
+        name: 'sftp read 1 KiB',
+        call: async (i) => check((await files.readFile(t, dest(i))).length === PAYLOAD.length, 'read'),
+      },
+      { name: 'docker version', call: async () => void (await docker.version()) },
+      {
+        name: 'docker inspect container',
+        call: async () => check((await docker.inspectContainer(CONTAINER))?.state.running === true, 'inspect'),
+      },
+      {
+        name: 'docker list (label filter)',
+        call: async () => check((await docker.listContainers({ labels: { 'stackctl-test': '1' } })).length > 0, 'list'),
+      },
+      {
+        name: 'docker logs --tail 10',
+        call: async () => check((await docker.logs(CONTAINER, { tail: 10 })).stdout.includes('started'), 'logs'),
+      },
+      {
+        name: 'docker exec true',
+        call: async () => check((await docker.exec(CONTAINER, ['true'], { timeoutMs: TIMEOUT_MS })).code === 0, 'exec'),
+      },
+    ];
+    await pool.exec(t, ['mkdir', '-p', base], { timeoutMs: TIMEOUT_MS });
+    console.log(
+      `stackctl remote layer, one node (Debian sshd on 127.0.0.1; this machine's dockerd through it), ` +
+        `one call at a time, ${calls} calls per operation after ${WARM_UP} warm-up calls; times in ms`,
+    );
+    console.log(`load average before: ${load()}`);
+    const rows: Row[] = [];
+    for (const op of operations) rows.push(await measure(op, calls));
+    console.log(format(rows));
+    console.log(`load average after:  ${load()}`);
+    await docker.close();
   } finally {
-    await Promise.all(hosts.map((h) => h.stop()));
+    await pool?.close().catch(() => undefined);
+    await host?.stop();
     await local.removeContainer(CONTAINER, { force: true }).catch(() => undefined);
     spawnSync('docker', ['image', 'rm', '-f', IMAGE], { stdio: 'ignore' });
     rmSync('/tmp/stackctl-bench', { recursive: true, force: true });
