@@ -29,7 +29,15 @@ host_setup() {
   fi
   if ! docker info >/dev/null 2>&1; then
     echo "setup: starting dockerd"
-    (dockerd >/var/log/stackctl-dockerd.log 2>&1 &)
+    # Every descriptor above stderr is closed first: one inherited from `flock LOCK .ci/run` (the
+    # machine lock) would be held by dockerd for its whole life, and every later `flock LOCK` waits.
+    ( (
+      for fd in /proc/self/fd/*; do
+        n=${fd##*/}
+        if [ "$n" -gt 2 ]; then eval "exec $n>&-"; fi
+      done
+      exec dockerd
+    ) >/var/log/stackctl-dockerd.log 2>&1 &)
     for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
     docker info >/dev/null 2>&1 || {
       echo "setup: dockerd did not start; see /var/log/stackctl-dockerd.log" >&2
