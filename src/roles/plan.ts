@@ -598,8 +598,17 @@ function containerHash(
   return sha256(`${image}\n${json}\n${reads.map((r) => r.join(' ')).join('\n')}`);
 }
 
+// Every node has the same few network names: sort each set of them once (localeCompare is slow).
+const sortedKeys = new Map<string, readonly string[]>();
+
 function sortRecord(rec: Record<string, string>): Record<string, string> {
-  return Object.fromEntries(Object.entries(rec).sort(([a], [b]) => a.localeCompare(b)));
+  const keys = Object.keys(rec);
+  const id = keys.join('\u0000');
+  let order = sortedKeys.get(id);
+  if (!order) sortedKeys.set(id, (order = [...keys].sort((a, b) => a.localeCompare(b))));
+  const out: Record<string, string> = {};
+  for (const k of order) out[k] = rec[k]!;
+  return out;
 }
 
 /** Stable JSON text of a plan (keys in declaration order, arrays in plan order). */
