@@ -109,8 +109,11 @@ export function loadAll(opts: InventoryOptions): Loaded {
   };
 }
 
-/** The plan of everything loaded (pure: builds nothing on disk). */
-export function planOf(all: Loaded): PlanResult {
+/**
+ * The plan of everything loaded (pure: builds nothing on disk). `keepRendered: false` leaves out
+ * the rendered files (PlanInput.keepRendered), for commands that only show the plan.
+ */
+export function planOf(all: Loaded, opts: { readonly keepRendered?: boolean } = {}): PlanResult {
   return buildPlan({
     inventory: all.loaded.inventory,
     inventoryDigest: all.inventoryDigest,
@@ -119,6 +122,7 @@ export function planOf(all: Loaded): PlanResult {
     addresses: all.allocation.addresses,
     ...(all.secrets ? { secrets: all.secrets.services } : {}),
     pins: digestsOf(all.pins),
+    ...(opts.keepRendered === false ? { keepRendered: false } : {}),
   });
 }
 

@@ -6,7 +6,7 @@ import { isLoopbackHost, parseBmcAddress } from '../core/bmc-address.js';
 import { createDriver } from '../bmc/registry.js';
 import { mapLimit } from '../core/concurrency.js';
 import { IoError, TimeoutError, messageOf } from '../core/errors.js';
-import { JsonLinesLog } from '../core/events.js';
+import { JsonLinesLog, eventsFileFor } from '../core/events.js';
 import { exists, writeFileAtomic } from '../core/fs.js';
 import { labMachines } from '../lab/nodes/machines.js';
 import { startFleet } from '../lab/vbmc/fleet.js';
@@ -15,7 +15,6 @@ import { RANGE, secondsOption } from './numbers.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
 import { out, table } from './output.js';
 import { bmcTargets } from './targets.js';
-import { eventsFileFor } from './node-sessions.js';
 import { withRunLock } from './run-lock.js';
 
 /** What `lab bmc start` records (no secrets: names, addresses and a PID). */

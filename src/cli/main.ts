@@ -1,49 +1,24 @@
 import { Command, CommanderError } from 'commander';
 import { ExitCode, StackctlError, ValidationFailed, formatIssue } from '../core/errors.js';
-import { registerCerts } from './certs.js';
-import { registerInventory } from './inventory.js';
-import { registerDeploy } from './deploy.js';
-import { registerImages } from './images.js';
-import { registerIpam } from './ipam.js';
-import { registerLab } from './lab.js';
-import { registerLabUp } from './lab-up.js';
-import { registerNodes } from './nodes.js';
-import { registerOpenrc } from './openrc.js';
-import { registerPlan } from './plan.js';
-import { registerPxe } from './pxe.js';
-import { registerRamdisk } from './ramdisk.js';
-import { registerRecover } from './recover.js';
-import { registerSchema } from './schema.js';
-import { registerSecrets } from './secrets.js';
-import { registerStatus } from './status.js';
-import { registerTempest } from './tempest.js';
-import { registerUpgrade } from './upgrade.js';
+import { COMMANDS, commandNamed, type CommandModule } from './commands.js';
 import { recordCommandLine } from './run-lock.js';
 
-/** Build the command tree; exported for tests. */
-export function buildProgram(): Command {
+/**
+ * Build the command tree; exported for tests. With `args` (argv without node and the script), only
+ * the command they name is loaded and declared (src/cli/commands.ts); without, or when they name
+ * none, every command.
+ */
+export async function buildProgram(args?: readonly string[]): Promise<Command> {
   const program = new Command('stackctl')
     .description('Install and upgrade OpenStack on bare metal')
     .version('0.1.0')
     .option('--debug', 'print stack traces of errors')
     .exitOverride()
     .showHelpAfterError();
-  registerInventory(program);
-  registerSecrets(program);
-  registerCerts(program);
-  registerPlan(program);
-  registerIpam(program);
-  registerSchema(program);
-  registerNodes(program);
-  registerRamdisk(registerImages(program));
-  registerDeploy(program);
-  registerRecover(program);
-  registerUpgrade(program);
-  registerOpenrc(program);
-  registerStatus(program);
-  registerTempest(program);
-  registerPxe(program);
-  registerLabUp(registerLab(program));
+  const named = args ? commandNamed(args) : undefined;
+  const modules: readonly CommandModule[] = named ? [named] : COMMANDS;
+  const registers = await Promise.all(modules.map((m) => m.load()));
+  for (const register of registers) register(program);
   return program;
 }
 
@@ -69,9 +44,9 @@ export function reportError(err: unknown, debug: boolean): number {
 
 /** Run the CLI with argv; resolves to the exit status. */
 export async function main(argv: readonly string[]): Promise<number> {
-  const program = buildProgram();
   recordCommandLine(argv.slice(2));
   try {
+    const program = await buildProgram(argv.slice(2));
     await program.parseAsync(argv as string[]);
     return typeof process.exitCode === 'number' ? process.exitCode : ExitCode.OK;
   } catch (err) {

@@ -5,14 +5,9 @@
  * the inventory's JSON-lines log and echoes it as the command's output asks.
  */
 import { InputError } from '../core/errors.js';
-import { JsonLinesLog, formatEvent, type StackctlEvent } from '../core/events.js';
+import { JsonLinesLog, eventsFileFor, formatEvent, type StackctlEvent } from '../core/events.js';
 import { openPool, remoteFor, type Remote } from '../remote/index.js';
 import type { Loaded } from './context.js';
-
-/** `site.yaml` -> `site.events.jsonl`: the event log of an inventory. */
-export function eventsFileFor(inventoryFile: string): string {
-  return inventoryFile.replace(/\.ya?ml$/, '') + '.events.jsonl';
-}
 
 /** Connections to the nodes of one inventory; close() them all when done. */
 export interface NodeSessions {

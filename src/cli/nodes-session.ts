@@ -7,7 +7,7 @@
 import type { Command } from 'commander';
 import { resolve } from 'node:path';
 import { UsageError } from '../core/errors.js';
-import { JsonLinesLog, formatEvent, type StackctlEvent } from '../core/events.js';
+import { JsonLinesLog, eventsFileFor, formatEvent, type StackctlEvent } from '../core/events.js';
 import { requireTools } from '../lab/vm/host.js';
 import { vmLabBootNetwork } from '../lab/vm/lab.js';
 import { staleRamdiskFiles, startRunBootServices, type BootFiles } from '../provision/workflows/boot.js';
@@ -16,7 +16,6 @@ import type { AgentReport } from '../pxe/http.js';
 import type { BootServices } from '../pxe/services.js';
 import { loadAll, type Loaded } from './context.js';
 import { fanOut, reportOutcomes, resultCell, type NodeOutcome } from './fanout.js';
-import { eventsFileFor } from './node-sessions.js';
 import { RANGE, numberOption, secondsOption } from './numbers.js';
 import type { CommonOpts } from './options.js';
 import { bmcTargets, type SelectOptions } from './targets.js';

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { UsageError } from '../core/errors.js';
-import { JsonLinesLog, formatEvent, type StackctlEvent } from '../core/events.js';
+import { JsonLinesLog, eventsFileFor, formatEvent, type StackctlEvent } from '../core/events.js';
 import type { BmcDriver, BootDevice } from '../bmc/driver.js';
 import { IpmiTransport } from '../bmc/ipmi/transport.js';
 import { createDriver } from '../bmc/registry.js';
@@ -11,7 +11,6 @@ import { bmcTargets, selectNodes, type SelectOptions } from './targets.js';
 import { registerLifecycle } from './nodes-lifecycle.js';
 import { registerProvision } from './nodes-provision.js';
 import { registerTrust } from './trust.js';
-import { eventsFileFor } from './node-sessions.js';
 import { withRunLock } from './run-lock.js';
 
 /** Actions of `nodes power`, each a driver call that resolves to the state to report. */

@@ -21,7 +21,8 @@ export function registerPlan(program: Command): void {
     .option('--no-save', 'do not persist new IPAM allocations, and do not pin images (the registry is not asked)')
     .action(async (opts: CommonOpts & { json?: boolean; save: boolean }) => {
       let all = loadAll(opts);
-      let planned = planOf(all);
+      // the plan is shown, not deployed: its rendered files are not kept
+      let planned = planOf(all, { keepRendered: false });
       const issues: Issue[] = [];
       if (opts.save && (all.allocation.changed || unpinnedImages(planned.plan).length)) {
         // New allocations or pins to save: under the run lock, from the state files as they are now (a run

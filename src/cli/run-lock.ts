@@ -9,10 +9,9 @@
 import { constants } from 'node:os';
 import { resolve } from 'node:path';
 import { formatIssue } from '../core/errors.js';
-import { JsonLinesLog, formatEvent, type StackctlEvent } from '../core/events.js';
+import { JsonLinesLog, eventsFileFor, formatEvent, type StackctlEvent } from '../core/events.js';
 import { regularFile } from '../core/fs.js';
 import { FileRunLock, type RunLock } from '../core/lock.js';
-import { eventsFileFor } from './node-sessions.js';
 
 /** `site.yaml` -> `site.lock`: the run lock of an inventory. */
 export function lockFileFor(inventoryFile: string): string {

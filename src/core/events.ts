@@ -184,6 +184,11 @@ export interface EventSink {
   emit(event: StackctlEvent): void;
 }
 
+/** `site.yaml` -> `site.events.jsonl`: the event log of an inventory. */
+export function eventsFileFor(inventoryFile: string): string {
+  return inventoryFile.replace(/\.ya?ml$/, '') + '.events.jsonl';
+}
+
 /** Appends events to a JSON-lines file; each line is written whole, so a killed run leaves complete lines. */
 export class JsonLinesLog implements EventSink {
   constructor(

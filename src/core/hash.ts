@@ -1,8 +1,14 @@
-import { createHash } from 'node:crypto';
+import * as crypto from 'node:crypto';
+
+/**
+ * Node's one-shot digest (20.12 and later): about a third faster than a Hash object for the short
+ * texts a plan hashes, a config file and a container per node. Older Node 20 releases lack it.
+ */
+const oneShot: typeof crypto.hash | undefined = typeof crypto.hash === 'function' ? crypto.hash : undefined;
 
 /** Hex sha256 of a string or buffer. */
 export function sha256(data: string | Uint8Array): string {
-  return createHash('sha256').update(data).digest('hex');
+  return oneShot ? oneShot('sha256', data, 'hex') : crypto.createHash('sha256').update(data).digest('hex');
 }
 
 /**

@@ -3,14 +3,85 @@
  * schemas in strict mode and turns validation errors into located Issues:
  * file, line, column, JSON path and a hint, never the offending value (it
  * could be a secret written in the wrong place).
+ *
+ * Compiling the published schemas takes a good share of a command's start-up
+ * (the service schema alone is ~220 KB of generated code), so `npm run build`
+ * also writes their validators as code (precompiledSource, into
+ * validators.cjs beside this file) and checkSchema uses one when it was built
+ * from exactly the schema it is given; otherwise (running from the sources,
+ * or a schema without a precompiled validator) it compiles, once per run.
+ * Both are the same Ajv code with the same options: same results, same errors.
  */
-import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import { createRequire } from 'node:module';
+import type { Ajv as AjvInstance, ErrorObject, ValidateFunction } from 'ajv';
 import type { TSchema, Static } from '@sinclair/typebox';
 import type { Issue } from './errors.js';
 import type { YamlSource } from './yaml.js';
 
-const ajv = new Ajv({ strict: true, allErrors: true, verbose: true, allowUnionTypes: true, useDefaults: true });
+const require = createRequire(import.meta.url);
+
+/** Ajv's options, for compiled and precompiled validators alike. */
+const AJV_OPTIONS = { strict: true, allErrors: true, verbose: true, allowUnionTypes: true, useDefaults: true } as const;
+
+/** The file `npm run build` writes beside this module (scripts/precompile-schemas.mjs). */
+const PRECOMPILED_FILE = './validators.cjs';
+
+/** What validators.cjs exports: by schema $id, the schema's JSON text and its validator. */
+type Precompiled = Readonly<Record<string, { readonly schema: string; readonly validate: ValidateFunction }>>;
+
+let ajv: AjvInstance | undefined;
+let precompiled: Precompiled | null | undefined;
 const compiled = new WeakMap<TSchema, ValidateFunction>();
+
+/** Ajv itself, loaded when a schema has to be compiled. */
+function compiler(options: object = {}): AjvInstance {
+  const { Ajv } = require('ajv') as typeof import('ajv');
+  return new Ajv({ ...AJV_OPTIONS, ...options });
+}
+
+/** The precompiled validator of `schema`, when one was built from this very schema. */
+function precompiledFor(schema: TSchema): ValidateFunction | undefined {
+  if (precompiled === undefined) {
+    try {
+      precompiled = require(PRECOMPILED_FILE) as Precompiled;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'MODULE_NOT_FOUND') throw e;
+      precompiled = null; // running from the sources, or built without the precompile step
+    }
+  }
+  const entry = typeof schema.$id === 'string' ? precompiled?.[schema.$id] : undefined;
+  return entry && entry.schema === JSON.stringify(schema) ? entry.validate : undefined;
+}
+
+/** The validator of a schema: precompiled, or compiled once per run. */
+function validatorOf(schema: TSchema): ValidateFunction {
+  let validate = compiled.get(schema);
+  if (validate === undefined) {
+    validate = precompiledFor(schema) ?? (ajv ??= compiler()).compile(schema);
+    compiled.set(schema, validate);
+  }
+  return validate;
+}
+
+/**
+ * CommonJS source of standalone validators for `schemas` (each with a `$id`), in the form
+ * checkSchema loads from validators.cjs. Used by the build (scripts/precompile-schemas.mjs).
+ */
+export function precompiledSource(schemas: readonly TSchema[]): string {
+  const generator = compiler({ code: { source: true } });
+  const names: Record<string, string> = {};
+  schemas.forEach((schema, i) => {
+    if (typeof schema.$id !== 'string') throw new Error(`schema ${i} has no $id to precompile it by`);
+    generator.addSchema(schema);
+    names[`v${i}`] = schema.$id;
+  });
+  const standalone = require('ajv/dist/standalone') as { default: (ajv: AjvInstance, refs: object) => string };
+  const entries = schemas.map(
+    (schema, i) =>
+      `  ${JSON.stringify(schema.$id)}: { schema: ${JSON.stringify(JSON.stringify(schema))}, validate: exports.v${i} },`,
+  );
+  return `${standalone.default(generator, names)}\nmodule.exports = {\n${entries.join('\n')}\n};\n`;
+}
 
 /** Keys that hold secrets; written inline in a file they are refused with their own code. */
 export const INLINE_SECRET_KEY = /^(password|passwd|pass|secret|token|api_key|private_key)$/i;
@@ -20,11 +91,7 @@ export function checkSchema<T extends TSchema>(
   schema: T,
   source: YamlSource,
 ): { value: Static<T> | undefined; issues: Issue[] } {
-  let validate: ValidateFunction | undefined = compiled.get(schema);
-  if (validate === undefined) {
-    validate = ajv.compile(schema);
-    compiled.set(schema, validate);
-  }
+  const validate = validatorOf(schema);
   if (validate(source.data)) return { value: source.data as Static<T>, issues: [] };
   const issues = pruneUnions(validate.errors ?? []).map((e) => toIssue(e, source));
   return { value: undefined, issues: dedupe(issues) };

@@ -21,7 +21,7 @@ function visibleOptions(c: Command, path: readonly string[] = []): { command: st
  * by one that keeps the options; resolves to them and what went to stderr.
  */
 async function parsed(args: readonly string[]): Promise<{ opts: Record<string, unknown>; stderr: string }> {
-  const program = buildProgram();
+  const program = await buildProgram();
   let cmd: Command = program;
   for (const name of args.filter((a) => !a.startsWith('-'))) {
     const sub = cmd.commands.find((c) => c.name() === name);
@@ -42,8 +42,8 @@ async function parsed(args: readonly string[]): Promise<{ opts: Record<string, u
 afterEach(() => vi.restoreAllMocks());
 
 describe('one name per concept', () => {
-  it('--interface is always a network interface of this machine; the Keystone one is --os-interface', () => {
-    const all = visibleOptions(buildProgram());
+  it('--interface is always a network interface of this machine; the Keystone one is --os-interface', async () => {
+    const all = visibleOptions(await buildProgram());
     const nic = all.filter((o) => o.option.long === '--interface');
     expect(nic.map((o) => o.command).sort()).toEqual([
       'deploy',
@@ -59,8 +59,8 @@ describe('one name per concept', () => {
       expect(o.option.description).toMatch(/Keystone endpoint interface .* \(OS_INTERFACE\): public or internal/);
   });
 
-  it('shows one spelling of each concept in --help: --dry-run, --max-fail-percent, --host-image', () => {
-    const all = visibleOptions(buildProgram());
+  it('shows one spelling of each concept in --help: --dry-run, --max-fail-percent, --host-image', async () => {
+    const all = visibleOptions(await buildProgram());
     const commandsWith = (long: string): string[] =>
       all
         .filter((o) => o.option.long === long)

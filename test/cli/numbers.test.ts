@@ -16,8 +16,8 @@ function commands(c: Command, path: readonly string[] = []): [string, Command][]
 /** Placeholders of the options that take a number. */
 const NUMERIC = /<(n|port|seconds|percent|MiB|GiB)>/;
 
-const numericOptions = (): { command: string; option: Option }[] =>
-  commands(buildProgram()).flatMap(([command, c]) =>
+const numericOptions = async (): Promise<{ command: string; option: Option }[]> =>
+  commands(await buildProgram()).flatMap(([command, c]) =>
     c.options.filter((o) => !o.hidden && NUMERIC.test(o.flags)).map((option) => ({ command, option })),
   );
 
@@ -66,8 +66,8 @@ describe('the number parser of every option', () => {
     );
   });
 
-  it('is the parser of every numeric option of every command, whose help gives the range', () => {
-    const found = numericOptions();
+  it('is the parser of every numeric option of every command, whose help gives the range', async () => {
+    const found = await numericOptions();
     // the commands that take numbers: a new one is listed here once it parses with numberOption
     expect(new Set(found.map((f) => f.command))).toEqual(
       new Set([
@@ -100,8 +100,8 @@ describe('the number parser of every option', () => {
     }
   });
 
-  it('takes every duration in whole seconds, and says so in the help', () => {
-    const durations = commands(buildProgram()).flatMap(([command, c]) =>
+  it('takes every duration in whole seconds, and says so in the help', async () => {
+    const durations = commands(await buildProgram()).flatMap(([command, c]) =>
       c.options.filter((o) => /timeout/.test(o.long ?? '')).map((o) => ({ at: `${command} ${o.long}`, o })),
     );
     expect(durations.map((d) => d.at).sort()).toEqual([

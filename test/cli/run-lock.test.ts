@@ -420,12 +420,12 @@ describe('which commands take the run lock', () => {
     }
   });
 
-  it('leaves no command unclassified', () => {
+  it('leaves no command unclassified', async () => {
     const leaves = (c: Command, path: string[]): { name: string; inventory: boolean }[] =>
       c.commands.length
         ? c.commands.flatMap((s) => leaves(s, [...path, s.name()]))
         : [{ name: path.join(' '), inventory: c.options.some((o) => o.long === '--inventory') }];
-    const all = leaves(buildProgram(), []);
+    const all = leaves(await buildProgram(), []);
     const classified = new Set<string>();
     for (const args of [...LOCKING, ...READ_ONLY]) {
       const name = all.map((l) => l.name).find((n) => args.join(' ').startsWith(n + ' ') || args.join(' ') === n);

@@ -4,10 +4,12 @@ import { sha256 } from '../../src/core/hash.js';
 import { Secret } from '../../src/core/secret.js';
 import { generateInventoryYaml } from '../../src/inventory/generate.js';
 import { defaultReleasesDir } from '../../src/core/paths.js';
-import { planToJson, type Plan, type PlanResult } from '../../src/roles/plan.js';
+import { allocate, EMPTY_IPAM } from '../../src/inventory/ipam.js';
+import { parseInventory } from '../../src/inventory/load.js';
+import { buildPlan, planToJson, type Plan, type PlanResult } from '../../src/roles/plan.js';
 import { loadRelease } from '../../src/roles/release.js';
 import { planDeploy } from '../../src/orchestrator/planner.js';
-import { catalog, planFromText } from '../helpers/plan.js';
+import { catalog, planFromText, release } from '../helpers/plan.js';
 import { copyInventory, runCli } from '../helpers/cli.js';
 
 const planFor = planFromText;
@@ -86,6 +88,22 @@ describe('the plan', () => {
     expect(novaConf(effective).sha256).toBe(sha256(nova));
     expect(novaConf(plan).sha256).toBe(novaConf(planFor(text).plan).sha256);
     expect(planToJson(effective)).not.toContain('value-of-');
+  });
+
+  it('is the same without its rendered files, which only deploying commands keep', () => {
+    const text = generateInventoryYaml({ controllers: 1, computes: 2 });
+    const secrets = allSecrets((n) => `value-of-${n}`);
+    const loaded = parseInventory('inv.yaml', text, { roles: catalog.roleInfo });
+    const addresses = allocate(loaded.inventory, loaded.networks, catalog.roleInfo, EMPTY_IPAM, (p) =>
+      loaded.source.locate(p),
+    ).addresses;
+    const input = { inventory: loaded.inventory, inventoryDigest: sha256(text), catalog, release, addresses, secrets };
+    const kept = buildPlan(input);
+    const shown = buildPlan({ ...input, keepRendered: false });
+    expect(planToJson(shown.plan)).toBe(planToJson(kept.plan));
+    expect(planToJson(shown.effective)).toBe(planToJson(kept.effective));
+    expect(kept.rendered.size).toBe(3);
+    expect(shown.rendered.size).toBe(0);
   });
 
   it('changes the hash of exactly the containers whose inputs changed', () => {

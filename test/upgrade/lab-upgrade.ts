@@ -8,7 +8,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadAll } from '../../src/cli/context.js';
-import { eventsFileFor } from '../../src/cli/node-sessions.js';
+import { eventsFileFor } from '../../src/core/events.js';
 import { defaultReleasesDir } from '../../src/core/paths.js';
 import { buildImages } from '../../src/images/build.js';
 import { LABEL } from '../../src/orchestrator/state.js';
