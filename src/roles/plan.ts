@@ -121,6 +121,10 @@ export interface Plan {
     readonly resources?: {
       readonly flavors: readonly { name: string; vcpus: number; ram_mb: number; disk_gb: number }[];
       readonly images: readonly { name: string; size_kb: number }[];
+      /** Neutron's external network: a flat network on the physnet, its subnet and floating-IP range. */
+      readonly external_network?: PlanExternalNetwork;
+      /** A starter tenant network and its router to the external network. */
+      readonly tenant_network?: { readonly name: string; readonly cidr: string; readonly router: string };
     };
   };
   readonly inputs: {
@@ -135,6 +139,15 @@ export interface Plan {
   readonly nodes: readonly PlanNode[];
   readonly services: readonly PlanService[];
   readonly steps: readonly PlanStep[];
+}
+
+/** The external network step 5 makes, resolved from the inventory's network and settings. */
+export interface PlanExternalNetwork {
+  readonly name: string;
+  readonly physnet: string;
+  readonly cidr: string;
+  readonly gateway: string;
+  readonly floating_range: readonly [string, string];
 }
 
 /** The plan plus what must never be printed. */
@@ -373,7 +386,15 @@ export function buildPlan(input: PlanInput): PlanResult {
     internal_host: apiHost('internal_api'),
   };
 
+  // Each network's shape, for configs that need more than an address (a prefix length, an MTU).
+  const networks: Record<string, { cidr: string; prefix: string; mtu: number; gateway: string }> = {};
+  for (const name of Object.keys(inv.networks).sort()) {
+    const n = inv.networks[name]!;
+    networks[name] = { cidr: n.cidr, prefix: n.cidr.split('/')[1]!, mtu: n.mtu ?? 1500, gateway: n.gateway ?? '' };
+  }
+
   const sharedContext = {
+    networks,
     cloud: {
       name: inv.cloud.name,
       release: release.name,
@@ -482,7 +503,14 @@ export function buildPlan(input: PlanInput): PlanResult {
 
   const r = inv.cloud.resources;
   const resources =
-    r && (r.flavors?.length || r.images?.length) ? { flavors: r.flavors ?? [], images: r.images ?? [] } : undefined;
+    r && (r.flavors?.length || r.images?.length || r.external_network || r.tenant_network)
+      ? {
+          flavors: r.flavors ?? [],
+          images: r.images ?? [],
+          ...(r.external_network ? { external_network: externalNetwork(inv, r.external_network, settings) } : {}),
+          ...(r.tenant_network ? { tenant_network: r.tenant_network } : {}),
+        }
+      : undefined;
   const steps = buildSteps(nodes, usedServices, bootstrap, resources !== undefined);
 
   const plan: Plan = {
@@ -599,4 +627,66 @@ function sortRecord(rec: Record<string, string>): Record<string, string> {
 /** Stable JSON text of a plan (keys in declaration order, arrays in plan order). */
 export function planToJson(plan: Plan): string {
   return JSON.stringify(plan, null, 2) + '\n';
+}
+
+/** The external network of `cloud.resources`, checked against its inventory network. */
+function externalNetwork(
+  inv: Inventory,
+  e: NonNullable<NonNullable<Inventory['cloud']['resources']>['external_network']>,
+  settings: Readonly<Record<string, SettingValue>>,
+): PlanExternalNetwork {
+  const netName = e.network ?? 'external';
+  const net = inv.networks[netName];
+  const where = 'cloud.resources.external_network';
+  if (!net) {
+    throw new InputError('E_EXTERNAL_NETWORK', `${where}: the inventory has no network '${netName}'`, {
+      hint: `Name one of: ${Object.keys(inv.networks).sort().join(', ')} (network:).`,
+    });
+  }
+  if (!net.gateway) {
+    throw new InputError('E_EXTERNAL_NETWORK', `${where}: network '${netName}' has no gateway`, {
+      hint: `Give networks.${netName}.gateway: the router the floating IPs' traffic leaves through.`,
+    });
+  }
+  const [first, last] = e.floating_range;
+  const inNet = (a: string): boolean => cidrContains(net.cidr, a);
+  if (!inNet(first) || !inNet(last) || ipNumber(first) > ipNumber(last)) {
+    throw new InputError(
+      'E_EXTERNAL_NETWORK',
+      `${where}.floating_range ${first}-${last} is not a range inside ${netName} (${net.cidr})`,
+      { hint: `Give the first and last floating IP, both inside ${net.cidr}.` },
+    );
+  }
+  const clash = [net.vip, net.gateway].find(
+    (a) => a && ipNumber(a) >= ipNumber(first) && ipNumber(a) <= ipNumber(last),
+  );
+  if (clash) {
+    throw new InputError(
+      'E_EXTERNAL_NETWORK',
+      `${where}.floating_range ${first}-${last} holds ${clash}, an address in use`,
+      {
+        hint: `Keep the VIP and the gateway of ${netName} outside the floating-IP range.`,
+      },
+    );
+  }
+  return {
+    name: e.name,
+    physnet: String(settings['neutron_external_physnet'] ?? 'physnet1'),
+    cidr: net.cidr,
+    gateway: net.gateway,
+    floating_range: [first, last],
+  };
+}
+
+/** An IPv4 address as a number. */
+function ipNumber(a: string): number {
+  return a.split('.').reduce((n, o) => n * 256 + Number(o), 0);
+}
+
+/** Whether a CIDR holds an address. */
+function cidrContains(cidr: string, a: string): boolean {
+  const [base, len] = cidr.split('/') as [string, string];
+  const size = 2 ** (32 - Number(len));
+  const start = Math.floor(ipNumber(base) / size) * size;
+  return ipNumber(a) >= start && ipNumber(a) < start + size;
 }
