@@ -95,8 +95,14 @@ describe('OVN on a 1ctl-2comp lab', () => {
     expect(r.code, r.stderr).toBe(0);
   });
 
-  afterAll(async () => {
+  afterAll(async (suite) => {
     process.stderr.write(`timings (s): ${timings.map(([k, v]) => `${k} ${v}`).join(', ')}\n`);
+    // STACKCTL_KEEP_LAB=1 keeps a failed run's lab for a look (remove it with `stackctl lab down --purge`)
+    const failed = suite.tasks.some((t) => t.result?.state === 'fail') || suite.result?.state === 'fail';
+    if (process.env['STACKCTL_KEEP_LAB'] === '1' && failed) {
+      process.stderr.write(`lab kept: ${lab.inventory}\n`);
+      return;
+    }
     await lab.down();
   });
 
