@@ -19,11 +19,17 @@ const RESOURCES = `  resources:
     external_network: { name: public, floating_range: [10.130.1.10, 10.130.1.99] }
     tenant_network: { name: demo-net, cidr: 192.168.200.0/24, router: demo-router }
 `;
+/** A generated inventory with cloud.resources, the nodes of the external network kept below 10.130.1.0. */
 const withResources = (text: string, resources = RESOURCES): string =>
-  text.replace(
-    /^(cloud: \{ )(.*) \}\n/,
-    (_m, open: string, body: string) => `cloud:\n  ${body.replace(/, /g, '\n  ').replace(/: /g, ': ')}\n${resources}`,
-  );
+  text
+    .replace(
+      'cloud: { name: gen, registry_insecure: true, release: zed }',
+      `cloud:\n  name: gen\n  registry_insecure: true\n  release: zed\n${resources}`,
+    )
+    .replace(
+      'external: { cidr: 10.130.0.0/16, gateway: 10.130.0.1, vip: 10.130.255.250 }',
+      'external: { cidr: 10.130.0.0/16, gateway: 10.130.0.1, vip: 10.130.255.250, allocation_range: [10.130.0.10, 10.130.0.250] }',
+    );
 
 describe('tenant networking in the plan', () => {
   it('puts Open vSwitch and ovn-controller on computes and controllers, OVN central on the controllers', () => {
@@ -135,16 +141,48 @@ describe('tenant networking in the plan', () => {
   });
 
   it.each([
-    ['a range outside the network', '[10.140.0.10, 10.140.0.20]', /not a range inside external/],
-    ['a range holding the VIP', '[10.130.255.200, 10.130.255.254]', /holds 10\.130\.255\.250/],
-    ['a reversed range', '[10.130.1.99, 10.130.1.10]', /not a range inside external/],
-  ])('refuses %s', (_what, range, message) => {
+    ['a range outside the network', '[10.140.0.10, 10.140.0.20]', /not a range inside network external/],
+    ['a range holding the VIP', '[10.130.255.200, 10.130.255.254]', /holds the VIP of network external/],
+    ['a reversed range', '[10.130.1.99, 10.130.1.10]', /not a range inside network external/],
+    ['a range overlapping the nodes', '[10.130.0.200, 10.130.1.20]', /overlaps the addresses IPAM gives nodes/],
+  ])('refuses %s, naming the line', (_what, range, message) => {
     const text = withResources(
       generateInventoryYaml({ controllers: 1, computes: 1 }),
       `  resources:\n    external_network: { name: public, floating_range: ${range} }\n`,
     );
     expect(() => planFromText(text)).toThrow(
-      expect.objectContaining({ code: 'E_EXTERNAL_NETWORK', message: expect.stringMatching(message) }),
+      expect.objectContaining({
+        issues: [
+          expect.objectContaining({
+            code: 'E_EXTERNAL_NETWORK',
+            message: expect.stringMatching(message),
+            location: expect.objectContaining({ line: 6 }),
+          }),
+        ],
+      }),
+    );
+  });
+
+  it('refuses an external network the inventory lacks, and a tenant MTU that cannot carry Geneve', () => {
+    const missing = withResources(
+      generateInventoryYaml({ controllers: 1, computes: 1 }),
+      '  resources:\n    external_network: { name: public, network: provider, floating_range: [10.130.1.10, 10.130.1.20] }\n',
+    );
+    expect(() => planFromText(missing)).toThrow(
+      expect.objectContaining({
+        issues: [
+          expect.objectContaining({ code: 'E_EXTERNAL_NETWORK', message: expect.stringContaining("'provider'") }),
+        ],
+      }),
+    );
+    const small = generateInventoryYaml({ controllers: 1, computes: 1 }).replace(
+      'tenant: { cidr: 10.131.0.0/16, vlan: 50 }',
+      'tenant: { cidr: 10.131.0.0/16, vlan: 50, mtu: 1300 }',
+    );
+    expect(() => planFromText(small)).toThrow(
+      expect.objectContaining({
+        issues: [expect.objectContaining({ code: 'E_TENANT_MTU', hint: expect.stringContaining('at least 1338') })],
+      }),
     );
   });
 });
