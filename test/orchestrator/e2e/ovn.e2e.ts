@@ -73,6 +73,24 @@ async function eventually(s: number, check: () => Promise<void> | void): Promise
   }
 }
 
+/** What the nodes' OVS/OVN and Neutron containers say, on stderr (after a failure). */
+async function diagnose(): Promise<void> {
+  const script = [
+    'docker ps -a --format "{{.Names}} {{.Status}}"',
+    'ip -4 -o addr show | grep -v " lo "',
+    'docker exec openvswitch_vswitchd ovs-vsctl show 2>&1 | head -60',
+    'for c in openvswitch_db openvswitch_vswitchd ovn_controller ovn_nb_db ovn_sb_db ovn_northd neutron_server; do',
+    '  docker inspect $c >/dev/null 2>&1 || continue; echo "--- $c"; docker logs --tail 25 $c 2>&1; done',
+  ].join('\n');
+  for (const node of ['ctl-0', 'cmp-0', 'cmp-1']) {
+    const r = await lab
+      .remote(node)
+      .exec(['sh', '-c', script], { timeoutMs: 60_000 })
+      .catch((e: unknown) => ({ stdout: String(e), stderr: '' }));
+    process.stderr.write(`===== ${node}\n${r.stdout}${r.stderr}\n`);
+  }
+}
+
 let openrc = '';
 const os = (args: string): string => openstack(openrc, args, 120_000);
 const osJson = <T>(args: string): T => openstackJson<T>(openrc, args, 120_000);
@@ -99,6 +117,7 @@ describe('OVN on a 1ctl-2comp lab', () => {
     process.stderr.write(`timings (s): ${timings.map(([k, v]) => `${k} ${v}`).join(', ')}\n`);
     // STACKCTL_KEEP_LAB=1 keeps a failed run's lab for a look (remove it with `stackctl lab down --purge`)
     const failed = suite.tasks.some((t) => t.result?.state === 'fail') || suite.result?.state === 'fail';
+    if (failed) await diagnose().catch((e: unknown) => process.stderr.write(`diagnostics failed: ${String(e)}\n`));
     if (process.env['STACKCTL_KEEP_LAB'] === '1' && failed) {
       process.stderr.write(`lab kept: ${lab.inventory}\n`);
       return;
