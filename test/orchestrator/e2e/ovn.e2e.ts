@@ -14,6 +14,7 @@ import { imageRef } from '../../../src/roles/release.js';
 import { runCli, tempDir } from '../../helpers/cli.js';
 import { openstack, openstackJson } from '../../helpers/openstack.js';
 import { release } from '../../images/fixture.js';
+import type { StatusReport } from '../../../src/status/model.js';
 import { CLOUD_IMAGES, deployLab } from '../lab.js';
 
 const lab = deployLab('ovn', '10.76', 760, { topology: '1ctl-2comp', registryPort: 15111, bmcPort: 16930 });
@@ -137,6 +138,35 @@ describe('OVN on a 1ctl-2comp lab', () => {
     const ctl = await onNode('ctl-0', 'docker exec ovn_controller ovs-vsctl get Open_vSwitch . external_ids');
     expect(ctl).toMatch(/ovn-bridge-mappings="?physnet1:br-ex/);
     expect(ctl).toMatch(/ovn-bridge-datapath-type=netdev/);
+  });
+
+  it('stackctl status reads the OVN databases (standalone on one controller) and finds the network tier healthy', async () => {
+    const r = await runCli(
+      'status',
+      '-i',
+      lab.inventory,
+      '--json',
+      '--services',
+      'openvswitch,ovn-central,ovn-controller,neutron-server',
+    );
+    const report = JSON.parse(r.stdout) as StatusReport;
+    const ovn = report.clusters.find((c) => c.service === 'ovn-central');
+    process.stderr.write(
+      `--- status: ovn-central ${JSON.stringify(ovn)}\nfindings ${JSON.stringify(report.findings)}\n`,
+    );
+    expect(ovn?.kind).toBe('ovsdb');
+    expect(ovn?.state).toBe('ok');
+    expect(ovn?.members).toEqual([
+      {
+        node: 'ctl-0',
+        databases: [
+          { name: 'OVN_Northbound', clustered: false },
+          { name: 'OVN_Southbound', clustered: false },
+        ],
+      },
+    ]);
+    expect(report.findings).toEqual([]);
+    expect(r.code).toBe(0);
   });
 
   it('the deploy made the external network, the tenant network and its router (idempotently)', () => {
