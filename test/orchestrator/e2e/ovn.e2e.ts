@@ -261,4 +261,18 @@ describe('OVN on a 1ctl-2comp lab', () => {
     const body = execFileSync('curl', ['-sS', '--max-time', '10', `http://${ip}:8080/`], { encoding: 'utf8' });
     expect(body.trim()).toBe('probe-ok');
   });
+
+  it('the userspace datapath does not busy-poll: OVS/OVN memory and idle CPU per node', async () => {
+    const names = 'openvswitch_db openvswitch_vswitchd ovn_controller ovn_nb_db ovn_sb_db ovn_northd';
+    for (const node of CHASSIS) {
+      const out = await onNode(
+        node,
+        `docker stats --no-stream --format '{{.Name}} {{.CPUPerc}} {{.MemUsage}}' $(for c in ${names}; do docker inspect --format '{{.Name}}' $c 2>/dev/null | tr -d /; done)`,
+      );
+      process.stderr.write(`--- ${node} OVS/OVN (docker stats)\n${out}`);
+      const vswitchd = /^openvswitch_vswitchd ([\d.]+)%/m.exec(out);
+      expect(vswitchd, out).not.toBeNull();
+      expect(Number(vswitchd![1])).toBeLessThan(25);
+    }
+  });
 });
