@@ -226,6 +226,13 @@ describe('OVN on a 1ctl-2comp lab', () => {
 
   it('its floating IP answers ping and TCP from this machine', async () => {
     expect(port.id, 'the port of the previous test').not.toBe('');
+    // The router's gateway port must be on the gateway chassis (the node with br-ex on the external
+    // network). Neutron 21 (Zed) reads ovn-cms-options and ovn-bridge-mappings from the Chassis'
+    // external_ids, where OVN 23.03's ovn-controller no longer writes them (other_config): it then sees
+    // no gateway chassis and may schedule the gateway on a compute, which has no way out.
+    const sb = await onNode('ctl-0', 'docker exec ovn_sb_db ovn-sbctl --db=unix:/run/ovn/ovnsb_db.sock show');
+    const gateway = sb.split(/^Chassis /m).find((c) => /Port_Binding "?cr-lrp-/.test(c));
+    expect(gateway?.split('\n')[0], `the router's gateway port is not on ctl-0:\n${sb}`).toBe('ctl-0');
     const fip = osJson<{ floating_ip_address: string }>(`floating ip create --port ${port.id} public`);
     const ip = fip.floating_ip_address;
     // TCP: a web server in the namespace; this machine's veth into the gateway node's external NIC
