@@ -1,6 +1,6 @@
 # Registration run by stackctl in the identity service's client container (python3 reading this
 # program on stdin): service users in the service project, catalog services and endpoints, and the
-# cloud's starter flavours and images. stackctl puts one line in front of it, `SPEC = "<base64 JSON>"`,
+# cloud's starter flavours, images and networks (external network, floating-IP subnet, tenant network, router). stackctl puts one line in front of it, `SPEC = "<base64 JSON>"`,
 # so that code and data, passwords included, travel on stdin together and never in an argv.
 # Every object is compared first and kept when equal; it prints one JSON line per object.
 import base64, io, json, sys
@@ -53,7 +53,7 @@ def first(items):
 admin = session(auth["user"], auth["password"], auth["project"])
 opts = dict(session=admin, interface="internal", region_name=auth["region"])
 # The admin token first: an unreachable Keystone or a wrong password fails here, before any object.
-if any(spec.get(k) for k in ("users", "services", "flavors", "images")):
+if any(spec.get(k) for k in ("users", "services", "flavors", "images", "external_network", "tenant_network")):
     admin.get_token()
 
 if spec.get("users") or spec.get("services"):
@@ -132,3 +132,63 @@ if spec.get("images"):
                                    visibility="public")
         glance.images.upload(img.id, io.BytesIO(b"\0" * (i["size_kb"] * 1024)))
         say("image", i["name"], "created", str(i["size_kb"]) + " KiB raw")
+
+ext = spec.get("external_network")
+ten = spec.get("tenant_network")
+if ext or ten:
+    import ipaddress
+    from openstack import connection
+    net_api = connection.Connection(session=admin, region_name=auth["region"], interface="internal").network
+    project_id = admin.get_project_id()
+
+    def one(kind, items):
+        items = list(items)
+        if len(items) > 1:
+            raise SystemExit("more than one %s named %s: remove the extra ones" % (kind, items[0].name))
+        return items[0] if items else None
+
+    def ensure_network(name, **attrs):
+        cur = one("network", net_api.networks(name=name, project_id=project_id))
+        if cur is None:
+            cur = net_api.create_network(name=name, **attrs)
+            say("network", name, "created", attrs.get("provider_network_type", "tenant"))
+        else:
+            say("network", name, "unchanged")
+        return cur
+
+    def ensure_subnet(net, name, **attrs):
+        cur = one("subnet", net_api.subnets(network_id=net.id, name=name))
+        if cur is None:
+            cur = net_api.create_subnet(network_id=net.id, name=name, ip_version=4, **attrs)
+            say("subnet", name, "created", attrs["cidr"])
+        elif cur.cidr != attrs["cidr"]:
+            say("subnet", name, "differs", "cidr %s, not %s: delete it to have it made again" % (cur.cidr, attrs["cidr"]))
+        else:
+            say("subnet", name, "unchanged", cur.cidr)
+        return cur
+
+    ext_net = None
+    if ext:
+        ext_net = ensure_network(ext["name"], is_router_external=True, is_shared=False,
+                                 provider_network_type="flat", provider_physical_network=ext["physnet"])
+        first, last = ext["floating_range"]
+        ensure_subnet(ext_net, ext["name"] + "-subnet", cidr=ext["cidr"], gateway_ip=ext["gateway"],
+                      is_dhcp_enabled=False, allocation_pools=[{"start": first, "end": last}])
+    if ten:
+        net = ensure_network(ten["name"])
+        cidr = ipaddress.ip_network(ten["cidr"], strict=False)
+        sub = ensure_subnet(net, ten["name"] + "-subnet", cidr=str(cidr), is_dhcp_enabled=True,
+                            dns_nameservers=[])
+        router = one("router", net_api.routers(name=ten["router"], project_id=project_id))
+        gw = {"network_id": ext_net.id} if ext_net is not None else None
+        if router is None:
+            router = net_api.create_router(name=ten["router"], **({"external_gateway_info": gw} if gw else {}))
+            say("router", ten["router"], "created")
+        elif gw and (router.external_gateway_info or {}).get("network_id") != ext_net.id:
+            router = net_api.update_router(router, external_gateway_info=gw)
+            say("router", ten["router"], "updated", "gateway " + ext["name"])
+        else:
+            say("router", ten["router"], "unchanged")
+        if not any(p.device_id == router.id for p in net_api.ports(network_id=net.id, device_id=router.id)):
+            net_api.add_interface_to_router(router, subnet_id=sub.id)
+            say("router", ten["router"], "updated", "interface on " + ten["name"])

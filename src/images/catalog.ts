@@ -14,10 +14,13 @@ import type { Release } from '../roles/schema.js';
  * they keep a local-only name. `from` names a release image key.
  */
 export const LAB_IMAGES = {
-  /** A lab node: sshd plus a nested dockerd (LAB-FACTS section 4). */
+  /**
+   * A lab node: sshd plus a nested dockerd (LAB-FACTS section 4); ethtool and udhcpc for the
+   * dataplane probe's port (a network namespace plugged into br-int, its address by DHCP from OVN).
+   */
   node: {
     from: 'base',
-    packages: ['openssh-server', 'docker.io', 'fuse-overlayfs', 'iproute2', 'iptables', 'procps'],
+    packages: ['openssh-server', 'docker.io', 'fuse-overlayfs', 'iproute2', 'iptables', 'procps', 'ethtool', 'udhcpc'],
   },
   /** The deploy host's registry: Debian's docker-registry, without auth. */
   registry: { from: 'base', packages: ['docker-registry'] },

@@ -148,12 +148,47 @@ export const ImageSchema = Type.Object(
   { ...strict, description: 'a small public Glance image generated and uploaded at step 5' },
 );
 
+export const ExternalNetworkSchema = Type.Object(
+  {
+    name: ResourceName,
+    network: Type.Optional(
+      Type.String({
+        pattern: '^[a-z][a-z0-9_]*$',
+        default: 'external',
+        description:
+          "the inventory network it is (default external): its cidr and gateway make the subnet, and the gateway chassis' br-ex holds its NIC",
+      }),
+    ),
+    floating_range: Type.Tuple([Ipv4, Ipv4], {
+      description: 'first and last floating IP of the subnet (outside the VIP and the addresses IPAM gives nodes)',
+    }),
+  },
+  {
+    ...strict,
+    description: "Neutron's external (provider, flat on the physnet neutron_external_physnet) network, made at step 5",
+  },
+);
+
+export const TenantNetworkSchema = Type.Object(
+  {
+    name: ResourceName,
+    cidr: Type.String({ pattern: '^[0-9.]+/\\d{1,2}$', description: 'its subnet (DHCP from OVN)' }),
+    router: { ...ResourceName, description: 'a router between it and the external network (its gateway)' },
+  },
+  { ...strict, description: 'a starter tenant (Geneve) network of the admin project and its router, made at step 5' },
+);
+
 export const ResourcesSchema = Type.Object(
   {
     flavors: Type.Optional(Type.Array(FlavorSchema, { default: [] })),
     images: Type.Optional(Type.Array(ImageSchema, { default: [] })),
+    external_network: Type.Optional(ExternalNetworkSchema),
+    tenant_network: Type.Optional(TenantNetworkSchema),
   },
-  { ...strict, description: 'flavours and images made at the end of a deploy, so the cloud is usable at once' },
+  {
+    ...strict,
+    description: 'flavours, images and starter networks made at the end of a deploy, so the cloud is usable at once',
+  },
 );
 
 export const CloudSchema = Type.Object(

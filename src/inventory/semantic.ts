@@ -294,8 +294,96 @@ export function checkInventory(
   }
 
   checkSettings(inv, ctx, err);
+  checkNetworkResources(inv, networks, err);
 
   return { issues, networks };
+}
+
+/** Geneve's overhead on an IPv4 underlay as Neutron counts it (max_header_size 38 + the outer IPv4 header). */
+export const GENEVE_OVERHEAD = 38 + 20;
+/** The smallest MTU a tenant network may have: IPv6's minimum. */
+const MIN_TENANT_MTU = 1280;
+
+/**
+ * The starter networks of `cloud.resources` against the inventory's networks: the external network
+ * exists, has a gateway, and its floating-IP range lies inside it, clear of the VIP, the gateway and
+ * the addresses IPAM and DHCP hand out; the tenant network's MTU carries Geneve.
+ */
+function checkNetworkResources(inv: Inventory, networks: Map<string, ParsedNetwork>, err: Report): void {
+  const tenant = inv.networks['tenant'];
+  if (tenant?.mtu !== undefined && tenant.mtu - GENEVE_OVERHEAD < MIN_TENANT_MTU) {
+    err(
+      'E_TENANT_MTU',
+      `network tenant's MTU ${tenant.mtu} leaves tenant networks ${tenant.mtu - GENEVE_OVERHEAD} bytes after Geneve's ${GENEVE_OVERHEAD}, below ${MIN_TENANT_MTU}`,
+      `Give the tenant network an MTU of at least ${MIN_TENANT_MTU + GENEVE_OVERHEAD} (jumbo frames on the underlay are better).`,
+      ['networks', 'tenant', 'mtu'],
+    );
+  }
+  const ext = inv.cloud.resources?.external_network;
+  if (!ext) return;
+  const base = ['cloud', 'resources', 'external_network'];
+  const netName = ext.network ?? 'external';
+  const net = networks.get(netName);
+  if (!inv.networks[netName]) {
+    err(
+      'E_EXTERNAL_NETWORK',
+      `the external network is inventory network '${netName}', which is not defined`,
+      `Name one of: ${Object.keys(inv.networks).sort().join(', ')} (network:), or define networks.${netName}.`,
+      ext.network ? [...base, 'network'] : base,
+    );
+    return;
+  }
+  if (!net) return; // its own faults are reported already
+  if (net.gateway === undefined) {
+    err(
+      'E_EXTERNAL_NETWORK',
+      `network ${netName} has no gateway: floating IPs' traffic would have no way out`,
+      `Give networks.${netName}.gateway, the router of that network.`,
+      base,
+    );
+  }
+  const path = [...base, 'floating_range'];
+  const [a, b] = ext.floating_range.map((t) => parseIpv4(t)) as [number | undefined, number | undefined];
+  if (a === undefined || b === undefined) return;
+  const text = `${ext.floating_range[0]}-${ext.floating_range[1]}`;
+  if (!inCidr(a, net.cidr) || !inCidr(b, net.cidr) || a > b) {
+    err(
+      'E_EXTERNAL_NETWORK',
+      `the floating-IP range ${text} is not a range inside network ${netName} (${net.cidr.text})`,
+      `Give its first and last address, both inside ${net.cidr.text}.`,
+      path,
+    );
+    return;
+  }
+  const inside = (ip: number | undefined): boolean => ip !== undefined && ip >= a && ip <= b;
+  const clash = (lo: number, hi: number): boolean => lo <= b && hi >= a;
+  if (inside(net.vip) || inside(net.gateway)) {
+    err(
+      'E_EXTERNAL_NETWORK',
+      `the floating-IP range ${text} holds the ${inside(net.vip) ? 'VIP' : 'gateway'} of network ${netName}`,
+      'Keep the VIP and the gateway outside the floating-IP range.',
+      path,
+    );
+  }
+  const ipam = net.allocation ?? [net.cidr.first + 1, net.cidr.last - 1];
+  if (clash(ipam[0], ipam[1])) {
+    err(
+      'E_EXTERNAL_NETWORK',
+      `the floating-IP range ${text} overlaps the addresses IPAM gives nodes on ${netName} (${formatIpv4(ipam[0])}-${formatIpv4(ipam[1])})`,
+      net.allocation
+        ? 'Move the floating-IP range or the allocation_range so that they do not overlap.'
+        : `Give networks.${netName}.allocation_range, the nodes' part of the network, outside the floating-IP range.`,
+      path,
+    );
+  }
+  if (net.dhcp && clash(net.dhcp[0], net.dhcp[1])) {
+    err(
+      'E_EXTERNAL_NETWORK',
+      `the floating-IP range ${text} overlaps the DHCP range of ${netName}`,
+      'Move the floating-IP range out of the DHCP range.',
+      path,
+    );
+  }
 }
 
 type Report = (code: string, message: string, hint: string, path: (string | number)[]) => void;

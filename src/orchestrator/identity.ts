@@ -25,7 +25,8 @@ type IdentityWork = Extract<RunOnceWork, { kind: 'register' | 'resources' }>;
 
 /** One line the program prints per object: never a secret. */
 export interface IdentityAction {
-  readonly object: 'project' | 'user' | 'role' | 'service' | 'endpoint' | 'flavor' | 'image';
+  readonly object:
+    'project' | 'user' | 'role' | 'service' | 'endpoint' | 'flavor' | 'image' | 'network' | 'subnet' | 'router';
   readonly name: string;
   readonly action: 'created' | 'updated' | 'unchanged' | 'differs';
   readonly detail?: string;
@@ -86,7 +87,17 @@ function specOf(
       secrets: [adminPassword, password],
     };
   }
-  return { spec: { auth, flavors: w.resources.flavors, images: w.resources.images }, secrets: [adminPassword] };
+  const r = w.resources;
+  return {
+    spec: {
+      auth,
+      flavors: r.flavors,
+      images: r.images,
+      ...(r.external_network ? { external_network: r.external_network } : {}),
+      ...(r.tenant_network ? { tenant_network: r.tenant_network } : {}),
+    },
+    secrets: [adminPassword],
+  };
 }
 
 /** Parse the program's output lines (other lines are ignored). */
@@ -129,7 +140,7 @@ export async function runIdentityWork(
     const last = err.trim().split('\n').slice(-8).join('\n');
     throw new RemoteError(
       'E_IDENTITY',
-      `${access.node}: ${w.kind === 'register' ? `registering ${w.service} in Keystone` : 'creating the flavours and images'} failed (exit ${r.code}): ${last}`,
+      `${access.node}: ${w.kind === 'register' ? `registering ${w.service} in Keystone` : 'creating the flavours, images and networks'} failed (exit ${r.code}): ${last}`,
       {
         hint: `Is the ${container} container on ${access.node} healthy, and the internal VIP answering? The deploy can be re-run: done objects are kept.`,
       },

@@ -116,7 +116,7 @@ export type RunOnceWork =
       readonly hash: string;
     }
   | {
-      /** The cloud's starter flavours and images (inventory `cloud.resources`). */
+      /** The cloud's starter flavours, images and networks (inventory `cloud.resources`). */
       readonly kind: 'resources';
       readonly node: string;
       readonly service: string;
@@ -290,7 +290,14 @@ export function planDeploy(plan: Plan, catalog: Catalog, filter: PlanFilter = {}
         // Flavours need the compute service (the action's); images need the image store as well.
         const all = plan.cloud.resources;
         const store = catalog.provides.imageStore?.service;
-        const resources = all && { flavors: all.flavors, images: store && wantService(store) ? all.images : [] };
+        // Networks need a service with the catalog's network endpoint (Neutron) in this run.
+        const network = plan.services.some((s) => wantService(s.name) && s.endpoints.some((e) => e.type === 'network'));
+        const resources = all && {
+          flavors: all.flavors,
+          images: store && wantService(store) ? all.images : [],
+          ...(network && all.external_network ? { external_network: all.external_network } : {}),
+          ...(network && all.tenant_network ? { tenant_network: all.tenant_network } : {}),
+        };
         if (resources)
           runOnce.push({
             kind: 'resources',

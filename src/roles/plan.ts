@@ -126,6 +126,10 @@ export interface Plan {
     readonly resources?: {
       readonly flavors: readonly { name: string; vcpus: number; ram_mb: number; disk_gb: number }[];
       readonly images: readonly { name: string; size_kb: number }[];
+      /** Neutron's external network: a flat network on the physnet, its subnet and floating-IP range. */
+      readonly external_network?: PlanExternalNetwork;
+      /** A starter tenant network and its router to the external network. */
+      readonly tenant_network?: { readonly name: string; readonly cidr: string; readonly router: string };
     };
   };
   readonly inputs: {
@@ -140,6 +144,15 @@ export interface Plan {
   readonly nodes: readonly PlanNode[];
   readonly services: readonly PlanService[];
   readonly steps: readonly PlanStep[];
+}
+
+/** The external network step 5 makes, resolved from the inventory's network and settings. */
+export interface PlanExternalNetwork {
+  readonly name: string;
+  readonly physnet: string;
+  readonly cidr: string;
+  readonly gateway: string;
+  readonly floating_range: readonly [string, string];
 }
 
 /** The plan plus what must never be printed. */
@@ -378,7 +391,15 @@ export function buildPlan(input: PlanInput): PlanResult {
     internal_host: apiHost('internal_api'),
   };
 
+  // Each network's shape, for configs that need more than an address (a prefix length, an MTU).
+  const networks: Record<string, { cidr: string; prefix: string; mtu: number; gateway: string }> = {};
+  for (const name of Object.keys(inv.networks).sort()) {
+    const n = inv.networks[name]!;
+    networks[name] = { cidr: n.cidr, prefix: n.cidr.split('/')[1]!, mtu: n.mtu ?? 1500, gateway: n.gateway ?? '' };
+  }
+
   const sharedContext = {
+    networks,
     cloud: {
       name: inv.cloud.name,
       release: release.name,
@@ -488,7 +509,14 @@ export function buildPlan(input: PlanInput): PlanResult {
 
   const r = inv.cloud.resources;
   const resources =
-    r && (r.flavors?.length || r.images?.length) ? { flavors: r.flavors ?? [], images: r.images ?? [] } : undefined;
+    r && (r.flavors?.length || r.images?.length || r.external_network || r.tenant_network)
+      ? {
+          flavors: r.flavors ?? [],
+          images: r.images ?? [],
+          ...(r.external_network ? { external_network: externalNetwork(inv, r.external_network, settings) } : {}),
+          ...(r.tenant_network ? { tenant_network: r.tenant_network } : {}),
+        }
+      : undefined;
   const steps = buildSteps(nodes, usedServices, bootstrap, resources !== undefined);
 
   const plan: Plan = {
@@ -614,4 +642,33 @@ function sortRecord(rec: Record<string, string>): Record<string, string> {
 /** Stable JSON text of a plan (keys in declaration order, arrays in plan order). */
 export function planToJson(plan: Plan): string {
   return JSON.stringify(plan, null, 2) + '\n';
+}
+
+/**
+ * The external network of `cloud.resources`, resolved from its inventory network (the inventory's
+ * checks have refused a missing network, a missing gateway and a floating-IP range that does not fit).
+ */
+function externalNetwork(
+  inv: Inventory,
+  e: NonNullable<NonNullable<Inventory['cloud']['resources']>['external_network']>,
+  settings: Readonly<Record<string, SettingValue>>,
+): PlanExternalNetwork {
+  const netName = e.network ?? 'external';
+  const net = inv.networks[netName];
+  if (!net?.gateway) {
+    throw new InputError(
+      'E_EXTERNAL_NETWORK',
+      `cloud.resources.external_network: no network '${netName}' with a gateway`,
+      {
+        hint: `Name a network of the inventory that has a gateway (network:).`,
+      },
+    );
+  }
+  return {
+    name: e.name,
+    physnet: String(settings['neutron_external_physnet'] ?? 'physnet1'),
+    cidr: net.cidr,
+    gateway: net.gateway,
+    floating_range: [e.floating_range[0], e.floating_range[1]],
+  };
 }

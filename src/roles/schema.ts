@@ -432,8 +432,10 @@ export type Provides = Static<typeof ProvidesSchema>;
 /** How the members of a clustered service are asked whether the cluster is whole. */
 export const ClusterCheckSchema = Type.Object(
   {
-    kind: Type.Union([Type.Literal('galera'), Type.Literal('rabbitmq')], {
-      description: 'how the output is read: galera (wsrep status variables), rabbitmq (cluster_status JSON)',
+    kind: Type.Union([Type.Literal('galera'), Type.Literal('rabbitmq'), Type.Literal('ovsdb')], {
+      description:
+        'how the output is read: galera (wsrep status variables), rabbitmq (cluster_status JSON), ' +
+        'ovsdb (per OVN database after a `== NAME` line: ovs-appctl cluster/status, or `standalone` and list-dbs)',
     }),
     container: ContainerName,
     command: Type.Array(Type.String(), { minItems: 1, description: 'argv run in the container on each member' }),

@@ -13,7 +13,16 @@ import type { Handler } from '../orchestrator/engine.js';
 import type { NodeAction } from '../orchestrator/model.js';
 import type { ClusterCheck } from '../roles/schema.js';
 import { describeGaleraMember, evaluateGalera, galeraMember } from './galera.js';
-import type { ClusterMember, ClusterView, Finding, GaleraMember, RabbitMember, ViewState } from './model.js';
+import type {
+  ClusterMember,
+  ClusterView,
+  Finding,
+  GaleraMember,
+  OvsdbMember,
+  RabbitMember,
+  ViewState,
+} from './model.js';
+import { describeOvsdbMember, evaluateOvsdb, ovsdbMember } from './ovsdb.js';
 
 export type { ClusterMember, ClusterView } from './model.js';
 import { describeRabbitMember, evaluateRabbit, rabbitMember } from './rabbitmq.js';
@@ -36,6 +45,7 @@ interface ClusterReader<M extends { readonly node: string; readonly error?: stri
 export const CLUSTER_READERS: {
   readonly galera: ClusterReader<GaleraMember>;
   readonly rabbitmq: ClusterReader<RabbitMember>;
+  readonly ovsdb: ClusterReader<OvsdbMember>;
 } = {
   galera: {
     member: galeraMember,
@@ -48,6 +58,13 @@ export const CLUSTER_READERS: {
     evaluate: evaluateRabbit,
     describe: describeRabbitMember,
     whole: 'every broker running in one partition-free cluster without alarms',
+  },
+  ovsdb: {
+    member: ovsdbMember,
+    evaluate: evaluateOvsdb,
+    describe: describeOvsdbMember,
+    whole:
+      'both OVN databases served by every member: standalone with one, else RAFT members of the planned size with a leader',
   },
 };
 

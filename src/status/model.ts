@@ -244,14 +244,47 @@ export interface OpenStackView {
   readonly error?: string;
 }
 
+/** One OVN database as an ovn-central member serves it. */
+export interface OvsdbDatabase {
+  /** OVN_Northbound or OVN_Southbound. */
+  readonly name: string;
+  /** A RAFT member (true) or a standalone database (false). */
+  readonly clustered?: boolean;
+  /** RAFT: leader, follower, candidate. */
+  readonly role?: string;
+  /** RAFT: `self` or the leader's server id. */
+  readonly leader?: string;
+  /** RAFT: `cluster member`, `joining cluster`, `disconnected from the cluster`… */
+  readonly status?: string;
+  /** RAFT: the last index of the member's log. */
+  readonly logIndex?: number;
+  /** RAFT: servers the member knows in the cluster. */
+  readonly servers?: number;
+  readonly error?: string;
+}
+
+/** One ovn-central member's view of OVN's databases. */
+export interface OvsdbMember {
+  readonly node: string;
+  readonly databases?: readonly OvsdbDatabase[];
+  readonly error?: string;
+}
+
+/** The OVN databases' view. */
+export interface OvsdbView {
+  readonly state: ViewState;
+  readonly expected: number;
+  readonly members: readonly OvsdbMember[];
+}
+
 /** Any cluster member, of any kind. */
-export type ClusterMember = GaleraMember | RabbitMember;
+export type ClusterMember = GaleraMember | RabbitMember | OvsdbMember;
 
 /** One clustered service's view (src/status/clusters.ts reads it as its file's cluster_check says). */
 export interface ClusterView {
   readonly service: string;
-  /** How its members were read: galera, rabbitmq. */
-  readonly kind: 'galera' | 'rabbitmq';
+  /** How its members were read: galera, rabbitmq, ovsdb. */
+  readonly kind: 'galera' | 'rabbitmq' | 'ovsdb';
   readonly state: ViewState;
   /** Members the plan has. */
   readonly expected: number;

@@ -12,13 +12,16 @@ import { planDeploy, type DeployPlan } from '../../src/orchestrator/planner.js';
 import { ContainerAction, type ConfigDiff, type ContainerDiff } from '../../src/orchestrator/state.js';
 import { catalog, planFromText } from '../helpers/plan.js';
 
-/** The deploy plan of a lab-shaped cloud on Nova's fake driver (no libvirt containers, no host preparation). */
+/**
+ * The deploy plan of a lab-shaped cloud on Nova's fake driver and Open vSwitch's userspace datapath
+ * (no libvirt containers, no host preparation).
+ */
 const deployOf = (controllers: number, computes = 1): DeployPlan =>
   planDeploy(
     planFromText(
       generateInventoryYaml({ name: 'lab', controllers, computes, lab: true }).replace(
         'release: zed }',
-        'release: zed, settings: { nova_compute_driver: fake.FakeDriver } }',
+        'release: zed, settings: { nova_compute_driver: fake.FakeDriver, ovs_datapath_type: netdev } }',
       ),
     ).effective,
     catalog,
@@ -197,7 +200,12 @@ describe('planConverge', () => {
 
   it("prepares the hosts before step 1 when a service declares it (libvirt's KVM), every deploy", () => {
     const plan = planDeploy(
-      planFromText(generateInventoryYaml({ name: 'lab', controllers: 1, computes: 1, lab: true })).effective,
+      planFromText(
+        generateInventoryYaml({ name: 'lab', controllers: 1, computes: 1, lab: true }).replace(
+          'release: zed }',
+          'release: zed, settings: { ovs_datapath_type: netdev } }',
+        ),
+      ).effective,
       catalog,
     );
     const c = planConverge(plan, observed(plan, {}), catalog);

@@ -58,7 +58,7 @@ describe('roles and services', () => {
     expect(catalog.services.get('nova-compute')!.upgrade.hooks?.pre_batch).toContain('nova-evacuate');
     expect(catalog.services.get('mariadb')!.cluster).toBe('quorum');
     expect(catalog.services.get('rabbitmq')!.cluster).toBe('quorum');
-    expect(catalog.roleInfo.get('Controller')!.quorumServices).toEqual(['mariadb', 'rabbitmq']);
+    expect(catalog.roleInfo.get('Controller')!.quorumServices).toEqual(['mariadb', 'rabbitmq', 'ovn-central']);
   });
 
   it('fills in defaults from the schema', () => {

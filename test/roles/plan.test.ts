@@ -45,7 +45,14 @@ describe('the plan', () => {
     expect(ctl.services).toContain('mariadb');
     expect(ctl.containers.find((c) => c.name === 'keystone')!.image).toBe('192.168.24.1:5000/stackctl/keystone:zed-1');
     const cmp = plan.nodes.find((n) => n.name === 'cmp-0')!;
-    expect(cmp.containers.map((c) => c.name)).toEqual(['nova_virtlogd', 'nova_libvirt', 'nova_compute']);
+    expect(cmp.containers.map((c) => c.name)).toEqual([
+      'openvswitch_db',
+      'openvswitch_vswitchd',
+      'nova_virtlogd',
+      'nova_libvirt',
+      'nova_compute',
+      'ovn_controller',
+    ]);
     expect(plan.services.find((s) => s.name === 'mariadb')!.bootstrap).toBe('ctl-0');
     expect(plan.steps.map((s) => s.step)).toEqual([1, 2, 3, 4, 5]);
     expect(
@@ -134,7 +141,11 @@ describe('the plan', () => {
       'compute_driver = fake.FakeDriver',
     );
     // libvirt's daemons are declared in the service file and run only with the libvirt driver
-    const computeContainers = (p: Plan) => p.nodes.find((n) => n.name === 'cmp-0')!.containers.map((c) => c.name);
+    const computeContainers = (p: Plan) =>
+      p.nodes
+        .find((n) => n.name === 'cmp-0')!
+        .containers.map((c) => c.name)
+        .filter((c) => c.startsWith('nova_'));
     expect(computeContainers(plan)).toEqual(['nova_compute']);
     expect(computeContainers(planFor(generateInventoryYaml({ controllers: 1, computes: 1 })).plan)).toEqual([
       'nova_virtlogd',
@@ -171,6 +182,8 @@ describe('the plan', () => {
     const { plan } = planFor(text);
     const cmp = plan.nodes.find((n) => n.name === 'cmp-0')!;
     expect(cmp.host).toEqual([
+      // the kernel datapath of Open vSwitch (the default: hardware)
+      expect.objectContaining({ service: 'openvswitch', step: 2, modules: [['openvswitch']] }),
       expect.objectContaining({
         service: 'nova-compute',
         step: 4,
@@ -180,17 +193,23 @@ describe('the plan', () => {
         hint: expect.stringContaining('VT-x or AMD-V'),
       }),
     ]);
-    expect(plan.nodes.find((n) => n.name === 'ctl-0')!.host).toBeUndefined();
+    expect(plan.nodes.find((n) => n.name === 'ctl-0')!.host).toEqual([
+      expect.objectContaining({ service: 'openvswitch', modules: [['openvswitch']] }),
+    ]);
     // in step 4, the node's OS comes before the compute's containers
     const step4 = plan.steps[3]!.actions.filter((a) => a.node === 'cmp-0').map((a) => a.kind);
-    expect(step4).toEqual(['host', 'container', 'container', 'container']);
+    expect(step4).toEqual(['host', 'container', 'container', 'container', 'container']);
     const deploy = planDeploy(plan, catalog);
     const work = deploy.steps.find((s) => s.step === 4)!.nodes.find((n) => n.node === 'cmp-0')!;
     expect(work.host.map((h) => `${h.node} ${h.service}`)).toEqual(['cmp-0 nova-compute']);
     expect(deploy.unsupported).toEqual([]);
 
+    // the lab: Nova's fake driver and Open vSwitch's userspace datapath need nothing of the host
     const lab = planFor(
-      text.replace('release: zed }', 'release: zed, settings: { nova_compute_driver: fake.FakeDriver } }'),
+      text.replace(
+        'release: zed }',
+        'release: zed, settings: { nova_compute_driver: fake.FakeDriver, ovs_datapath_type: netdev } }',
+      ),
     );
     expect(lab.plan.nodes.some((n) => n.host)).toBe(false);
     expect(lab.plan.steps.flatMap((s) => s.actions).some((a) => a.kind === 'host')).toBe(false);

@@ -46,7 +46,8 @@ describe('settings: every one has a type', () => {
     expect(s.get('nova_cpu_allocation_ratio')).toMatchObject({ type: 'number', default: 4 });
     expect(s.get('nova_virt_type')).toMatchObject({ type: 'enum', values: ['kvm', 'qemu'] });
     expect(s.get('rabbitmq_mirror_queues')).toMatchObject({ type: 'boolean', default: true });
-    expect(s.get('neutron_tenant_network_types')).toMatchObject({ type: 'string', default: '' });
+    expect(s.get('neutron_tenant_network_types')).toMatchObject({ type: 'string', default: 'geneve' });
+    expect(s.get('ovs_datapath_type')).toMatchObject({ type: 'enum', values: ['system', 'netdev'], default: 'system' });
     // services still read their defaults as plain values
     expect(catalog.services.get('keepalived')!.settings).toEqual({ keepalived_router_id: 51 });
     for (const spec of s.values()) expect(settingProblem(spec, spec.default), spec.name).toBeUndefined();

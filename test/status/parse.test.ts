@@ -9,6 +9,7 @@ import { evaluateGalera, galeraMember, parseVariables } from '../../src/status/g
 import { evaluateOpenStack, novaExpectation } from '../../src/status/openstack.js';
 import { parseComputeServices, parseHypervisors } from '../../src/status/openstack-client.js';
 import { evaluateRabbit, rabbitMember } from '../../src/status/rabbitmq.js';
+import { evaluateOvsdb, ovsdbMember } from '../../src/status/ovsdb.js';
 
 import { catalog } from '../helpers/plan.js';
 const sample = (name: string): string => readFileSync(join(import.meta.dirname, 'samples', name), 'utf8');
@@ -173,5 +174,36 @@ describe('OpenStack (python-openstackclient 6.0.0 JSON)', () => {
   it('refuses output that is not a JSON list', () => {
     expect(() => parseComputeServices('Missing value auth-url required for auth plugin password')).toThrow(/not JSON/);
     expect(() => parseHypervisors('{}')).toThrow(/expected a JSON list/);
+  });
+});
+
+describe('OVN databases', () => {
+  const standalone = sample('ovsdb-standalone.txt');
+
+  it("reads ovn-central's cluster_check on a standalone member (recorded from OVN 23.03)", () => {
+    const m = ovsdbMember('ctl-0', standalone);
+    expect(m).toEqual({
+      node: 'ctl-0',
+      databases: [
+        { name: 'OVN_Northbound', clustered: false },
+        { name: 'OVN_Southbound', clustered: false },
+      ],
+    });
+    const { view, findings } = evaluateOvsdb(1, [m]);
+    expect(view.state).toBe('ok');
+    expect(findings).toEqual([]);
+  });
+
+  it('wants a RAFT cluster where the plan has several members, and both databases served', () => {
+    const three = evaluateOvsdb(3, [ovsdbMember('ctl-0', standalone)]);
+    expect(three.view.state).toBe('problem');
+    expect(three.findings.map((f) => f.message)).toEqual([
+      'OVN_Northbound is standalone, the plan has a cluster of 3',
+      'OVN_Southbound is standalone, the plan has a cluster of 3',
+    ]);
+    const noSb = ovsdbMember('ctl-0', standalone.replace(/^OVN_Southbound$/m, ''));
+    expect(evaluateOvsdb(1, [noSb]).findings.map((f) => f.message)).toEqual(['OVN_Southbound: not served']);
+    expect(ovsdbMember('ctl-0', 'ovs-appctl: cannot connect').error).toMatch(/^unreadable/);
+    expect(evaluateOvsdb(0, []).view.state).toBe('not deployed');
   });
 });

@@ -83,6 +83,8 @@ export function labInventoryYaml(o: LabTopologyOptions): string {
     '    # No KVM in the lab: Nova fake virt driver, everything above it is the real Nova.',
     '    nova_compute_driver: fake.FakeDriver',
     '    nova_virt_type: qemu',
+    "    # No openvswitch kernel module here: Open vSwitch's userspace datapath (no busy polling).",
+    '    ovs_datapath_type: netdev',
     '  # Made at the end of the deploy so that `openstack server create` works at once.',
     '  resources:',
     '    flavors:',
@@ -90,6 +92,9 @@ export function labInventoryYaml(o: LabTopologyOptions): string {
     '    images:',
     '      # The fake driver never reads the image: 1 MiB of zeros is enough.',
     '      - { name: lab-tiny, size_kb: 1024 }',
+    "    # Floating IPs on the lab's external network, reachable from this machine (its .254).",
+    `    external_network: { name: public, floating_range: [${net(LAB_NETWORKS.external.octet, 200)}, ${net(LAB_NETWORKS.external.octet, 229)}] }`,
+    '    tenant_network: { name: demo-net, cidr: 192.168.200.0/24, router: demo-router }',
     'networks:',
   ];
   for (const [name, n] of Object.entries(LAB_NETWORKS)) {
