@@ -150,6 +150,8 @@ export interface ContainerSpec {
   readonly capDrop?: readonly string[];
   readonly pidMode?: string;
   readonly securityOpt?: readonly string[];
+  /** `--device-cgroup-rule`s, e.g. `a *:* rwm`: every device the container sees may be used. */
+  readonly deviceCgroupRules?: readonly string[];
   readonly healthcheck?: HealthcheckSpec;
 }
 
@@ -648,6 +650,7 @@ class DockerEngine implements ContainerEngine {
             ...(spec.capDrop ? { CapDrop: [...spec.capDrop] } : {}),
             ...(spec.pidMode ? { PidMode: spec.pidMode } : {}),
             ...(spec.securityOpt ? { SecurityOpt: [...spec.securityOpt] } : {}),
+            ...(spec.deviceCgroupRules ? { DeviceCgroupRules: [...spec.deviceCgroupRules] } : {}),
           },
           abortSignal,
         }),
