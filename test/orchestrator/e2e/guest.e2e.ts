@@ -65,7 +65,7 @@ async function qemuProcesses(): Promise<{ pid: number; rssMiB: number; args: str
 async function bootServer(name: string): Promise<{ id: string; activeS: number; readyS: number; guestS: number }> {
   const t0 = Date.now();
   const server = osJson<{ id: string; status: string }>(
-    `server create --flavor m1.tiny --image lab-guest --nic none --wait ${name}`,
+    `--os-compute-api-version 2.37 server create --flavor m1.tiny --image lab-guest --nic none --wait ${name}`,
   );
   const activeS = Number(seconds(t0));
   expect(server.status).toBe('ACTIVE');
@@ -105,7 +105,7 @@ describe('real guests: libvirt with QEMU TCG on a 1ctl-1comp lab', () => {
     const { report, text } = await lab.deploy({ guestImage: GUEST_DIR });
     figure('deploy (pulls included)', `${seconds(t0)} s`);
     expect(report?.ok, text).toBe(true);
-    expect(text).toMatch(/image lab-guest created \(guest: linux-image-6\.1\.0-56-amd64 /);
+    expect(text).toMatch(/resources nova-api\/flavors-images ran \(flavor m1.tiny created, image lab-guest created\)/);
     for (const c of ['nova_libvirt', 'nova_virtlogd', 'nova_compute'])
       expect((await lab.remote('cmp-0').docker.inspectContainer(c))?.state.running, c).toBe(true);
     // the node's own libvirt identity, derived from the cloud and node names
