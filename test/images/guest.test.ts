@@ -117,6 +117,39 @@ describe('the guest image', () => {
     expect(b.counter - a.counter).toBeLessThanOrEqual(22);
   }, 60_000);
 
+  it("TCG's translation cache capped (tb-size=64) keeps QEMU's memory small; QEMU's default does not", async () => {
+    const rss = (pid: number): number =>
+      Math.round(Number(/^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024);
+    const uncappedSerial = join(dir, 'serial-uncapped.log');
+    const t0 = Date.now();
+    const uncapped = spawn(
+      QEMU,
+      [
+        ...['-accel', 'tcg', '-m', '256', '-smp', '1', '-nodefaults', '-display', 'none', '-nic', 'none'],
+        ...['-kernel', guest.kernel.path, '-initrd', guest.initrd.path, '-append', GUEST_CMDLINE],
+        ...['-serial', `file:${uncappedSerial}`],
+      ],
+      { stdio: 'ignore' },
+    );
+    try {
+      while (Date.now() - t0 < BOOT_TIMEOUT_MS) {
+        if (existsSync(uncappedSerial) && readFileSync(uncappedSerial, 'utf8').includes(GUEST_READY_MARKER)) break;
+        await sleep(200);
+      }
+      expect(readFileSync(uncappedSerial, 'utf8')).toContain(GUEST_READY_MARKER);
+      await sleep(3000);
+      const capped = rss(qemu!.pid!);
+      const full = rss(uncapped.pid!);
+      process.stderr.write(
+        `guest: QEMU RSS at -m 256 once ready: tb-size=64 ${capped} MiB, QEMU's default ${full} MiB ` +
+          `(uncapped boot to ready ${((Date.now() - t0) / 1000 - 3).toFixed(1)} s)\n`,
+      );
+      expect(capped).toBeLessThan(full);
+    } finally {
+      uncapped.kill('SIGKILL');
+    }
+  }, 120_000);
+
   it('a build whose file changed is refused before anything is uploaded', () => {
     const copy = mkdtempSync(join(tmpdir(), 'stackctl-guest-copy-'));
     try {
