@@ -143,6 +143,7 @@ export function containerSpec(cloud: string, w: ContainerWork): ContainerSpec {
     network: d.network_mode ?? 'host',
     restart: d.restart ?? 'unless-stopped',
     ...(d.user ? { user: d.user } : {}),
+    ...(d.init ? { init: true } : {}),
     ...(d.privileged
       ? {
           capAdd: ['ALL'],

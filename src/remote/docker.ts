@@ -146,6 +146,8 @@ export interface ContainerSpec {
   readonly user?: string;
   readonly workingDir?: string;
   readonly privileged?: boolean;
+  /** Docker's --init: an init as PID 1 that reaps orphaned processes. */
+  readonly init?: boolean;
   readonly capAdd?: readonly string[];
   readonly capDrop?: readonly string[];
   readonly pidMode?: string;
@@ -646,6 +648,7 @@ class DockerEngine implements ContainerEngine {
             ...(spec.network ? { NetworkMode: spec.network } : {}),
             ...(spec.restart ? { RestartPolicy: { Name: spec.restart } } : {}),
             ...(spec.privileged ? { Privileged: true } : {}),
+            ...(spec.init ? { Init: true } : {}),
             ...(spec.capAdd ? { CapAdd: [...spec.capAdd] } : {}),
             ...(spec.capDrop ? { CapDrop: [...spec.capDrop] } : {}),
             ...(spec.pidMode ? { PidMode: spec.pidMode } : {}),

@@ -94,6 +94,12 @@ export const ContainerSchema = Type.Object(
       }),
     ),
     privileged: Type.Optional(Type.Boolean()),
+    init: Type.Optional(
+      Type.Boolean({
+        description:
+          "run an init (Docker's --init) as PID 1 that reaps orphans: for a daemon that is not made to be PID 1 (libvirtd)",
+      }),
+    ),
     cap_add: Type.Optional(Type.Array(Type.String({ pattern: '^[A-Z_]+$' }))),
     when: Type.Optional(
       When(
