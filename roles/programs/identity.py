@@ -119,19 +119,54 @@ if spec.get("flavors"):
             say("flavor", f["name"], "unchanged")
 
 if spec.get("images"):
+    import hashlib
     from glanceclient import Client as glance_client
     glance = glance_client("2", **opts)
-    for i in spec["images"]:
-        have = [x for x in glance.images.list(filters={"name": i["name"]})]
-        if any(x.status == "active" for x in have):
-            say("image", i["name"], "unchanged")
-            continue
+
+    def find(name):
+        """The active image of that name (or None), and every image of that name."""
+        have = list(glance.images.list(filters={"name": name}))
+        return next((x for x in have if x.status == "active"), None), have
+
+    def upload(name, data, disk_format, container_format, **props):
+        """The active image of that name, uploaded first when there is none; and whether it was."""
+        img, have = find(name)
+        if img is not None:
+            return img, False
         for x in have:  # a killed upload leaves a queued image behind
             glance.images.delete(x.id)
-        img = glance.images.create(name=i["name"], disk_format="raw", container_format="bare",
-                                   visibility="public")
-        glance.images.upload(img.id, io.BytesIO(b"\0" * (i["size_kb"] * 1024)))
-        say("image", i["name"], "created", str(i["size_kb"]) + " KiB raw")
+        img = glance.images.create(name=name, disk_format=disk_format, container_format=container_format,
+                                   visibility="public", **props)
+        glance.images.upload(img.id, io.BytesIO(data))
+        return img, True
+
+    for i in spec["images"]:
+        if i.get("build") != "guest":
+            _, made = upload(i["name"], b"\0" * (i["size_kb"] * 1024), "raw", "bare")
+            say("image", i["name"], "created" if made else "unchanged", str(i["size_kb"]) + " KiB raw" if made else "")
+            continue
+        # The guest image: its kernel and initramfs checked against the digests of its build before
+        # anything is uploaded; then a raw root disk that names them. Nova's libvirt driver boots the
+        # kernel directly with the image's os_command_line.
+        files = {}
+        for part in ("kernel", "initrd"):
+            data = base64.b64decode(i[part])
+            got = hashlib.sha256(data).hexdigest()
+            if got != i[part + "_sha256"]:
+                sys.exit("guest image %s: its %s has sha256 %s, not the %s of its build: nothing uploaded"
+                         % (i["name"], part, got, i[part + "_sha256"]))
+            files[part] = data
+        main, _ = find(i["name"])
+        if main is not None:
+            say("image", i["name"], "unchanged")
+            continue
+        kernel, _ = upload(i["name"] + "-kernel", files["kernel"], "aki", "aki",
+                           stackctl_kernel_package=i["kernel_package"], stackctl_sha256=i["kernel_sha256"])
+        ramdisk, _ = upload(i["name"] + "-ramdisk", files["initrd"], "ari", "ari", stackctl_sha256=i["initrd_sha256"])
+        upload(i["name"], b"\0" * i["root_bytes"], "raw", "bare", kernel_id=kernel.id, ramdisk_id=ramdisk.id,
+               os_command_line=i["cmdline"])
+        say("image", i["name"], "created", "guest: %s %s, initramfs %d bytes"
+            % (i["kernel_package"], i["kernel_version"], len(files["initrd"])))
 
 ext = spec.get("external_network")
 ten = spec.get("tenant_network")

@@ -18,6 +18,10 @@ import { dryRunOption, inventoryOptions, maxFailPercentOption, type CommonOpts }
 import { out, printIssues, table } from './output.js';
 import { runWithProgress } from './progress.js';
 import { withRunLock } from './run-lock.js';
+import { resolve } from 'node:path';
+import { GUEST_ROOT_DISK_BYTES, loadGuestImage } from '../images/guest.js';
+import type { GuestImageData } from '../orchestrator/identity.js';
+import { DEFAULT_GUEST_IMAGE_DIR } from './images.js';
 
 /** Options of `stackctl deploy`. */
 export interface DeployOpts extends CommonOpts, DeployNodesOpts {
@@ -31,6 +35,8 @@ export interface DeployOpts extends CommonOpts, DeployNodesOpts {
   /** Seconds. */
   taskTimeout?: number;
   json?: boolean;
+  /** Folder of the built guest image (`build: guest` starter images; default .stackctl/guest). */
+  guestImage?: string;
 }
 
 /** What deploy takes when an option is not given. */
@@ -97,6 +103,9 @@ export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps
   const deployPlan = planDeploy(plan, all.catalog, filter);
 
   const secret = (name: string) => all.secrets?.services.get(name);
+  // The guest image a starter image names is read and checked against its build now, before any node
+  // is touched: a missing build or a changed file stops the deploy here.
+  const guestImage = o.dryRun ? undefined : guestImageOf(deployPlan, o.guestImage);
   // nodes not yet active are provisioned first (a dry run lists them: their hosts cannot be looked into yet)
   const unprovisioned = await provisionBeforeDeploy({ opts: o, all, concurrency, ...deps });
   const unprovisionedNodes = unprovisioned.map((p) => p.node);
@@ -170,6 +179,7 @@ export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps
           emit,
           runner,
           secret,
+          ...(guestImage ? { guestImage: () => guestImage } : {}),
           catalog: all.catalog,
           clusterCheck,
           signal: stop.signal,
@@ -269,6 +279,11 @@ export function registerDeploy(program: Command): void {
   cmd
     .option('--resume', 'continue the last run after a crash, without repeating completed side effects')
     .option('--services <list>', 'only these services, comma separated')
+    .option(
+      '--guest-image <dir>',
+      `the built guest image that starter images with build: guest upload (stackctl images build guest)`,
+      DEFAULT_GUEST_IMAGE_DIR,
+    )
     .option('--steps <range>', 'only these steps, e.g. 1-5, 2, 2,4')
     .addOption(
       numberOption(
@@ -291,4 +306,13 @@ export function registerDeploy(program: Command): void {
     .action(
       async (o: DeployOpts) => void (await (o.dryRun ? runDeploy(o) : withRunLock(o.inventory, () => runDeploy(o)))),
     );
+}
+
+/** The guest image the plan's step 5 uploads, read and checked; undefined when no starter image is one. */
+function guestImageOf(plan: DeployPlan, dir: string | undefined): GuestImageData | undefined {
+  const needed = plan.steps.some((st) =>
+    st.runOnce.some((w) => w.kind === 'resources' && w.resources.images.some((i) => 'build' in i)),
+  );
+  if (!needed) return undefined;
+  return { ...loadGuestImage(resolve(dir ?? DEFAULT_GUEST_IMAGE_DIR)), rootBytes: GUEST_ROOT_DISK_BYTES };
 }

@@ -7,6 +7,7 @@ import { localEngine } from '../remote/docker-local.js';
 import { DEFAULT_REGISTRY_ADDRESS, ensureRegistry, pushImages, REGISTRY_CONTAINER } from '../images/registry.js';
 import { loadRelease } from '../roles/release.js';
 import { buildHostImage } from '../images/host.js';
+import { buildGuestImage } from '../images/guest.js';
 import { UsageError } from '../core/errors.js';
 import { formatPinChanges, short, unpinnedImages } from '../images/pin.js';
 import { PinSource, savePins, withPins } from '../images/pins.js';
@@ -19,8 +20,11 @@ import { withRunLock } from './run-lock.js';
 /** Default output folder of the host OS image, under the working folder's (git-ignored) .stackctl/. */
 export const DEFAULT_HOST_IMAGE_DIR = '.stackctl/host';
 
-/** What `images build` builds: the release's container images (default) or the host OS disk image. */
-const BUILD_TARGETS = ['containers', 'host'] as const;
+/** Default output folder of the guest image (the deploy's --guest-image reads it from there). */
+export const DEFAULT_GUEST_IMAGE_DIR = '.stackctl/guest';
+
+/** What `images build` builds: the release's container images (default), the host OS disk image, the guest image. */
+const BUILD_TARGETS = ['containers', 'host', 'guest'] as const;
 
 interface ReleaseOpts {
   release?: string;
@@ -89,27 +93,44 @@ export function registerImages(program: Command): Command {
 
   releaseOptions(images.command('build'))
     .description(
-      'build the release container images (parents first), or with "host" the host OS disk image; ' +
-        'unchanged images are not rebuilt',
+      'build the release container images (parents first), with "host" the host OS disk image, with "guest" ' +
+        'the guest image the cloud boots (Debian kernel + busybox initramfs); unchanged images are not rebuilt',
     )
     .argument('[target]', `what to build: ${BUILD_TARGETS.join(' | ')}`, 'containers')
     .option('--only <key...>', 'build these image keys (and their parents) only; lab images: node, registry')
-    .option('--out <dir>', 'host: output folder of host.img.gz, its .sha256 and host.json', DEFAULT_HOST_IMAGE_DIR)
-    .option('--force', 'host: rebuild even when nothing changed')
+    .option(
+      '--out <dir>',
+      `host: output folder of host.img.lzo, its .sha256 and host.json (default ${DEFAULT_HOST_IMAGE_DIR}); ` +
+        `guest: of vmlinuz, initrd.gz and guest.json (default ${DEFAULT_GUEST_IMAGE_DIR})`,
+    )
+    .option('--force', 'host, guest: rebuild even when nothing changed')
     .option('--verbose', 'show the build output')
     .action(
       async (
         target: string,
-        opts: ReleaseOpts & { only?: string[]; verbose?: boolean; out: string; force?: boolean },
+        opts: ReleaseOpts & { only?: string[]; verbose?: boolean; out?: string; force?: boolean },
       ) => {
         if (!(BUILD_TARGETS as readonly string[]).includes(target)) {
           throw new UsageError('E_USAGE', `unknown build target '${target}'`, {
             hint: `Use one of: ${BUILD_TARGETS.join(', ')} (the deploy ramdisk: stackctl images build-ramdisk).`,
           });
         }
+        if (target === 'guest') {
+          const build = await buildGuestImage({
+            outDir: resolve(opts.out ?? DEFAULT_GUEST_IMAGE_DIR),
+            force: opts.force === true,
+            log: (line) => out(line + '\n'),
+          });
+          for (const f of [build.kernel, build.initrd]) out(`${f.path}  ${f.size} bytes  sha256 ${f.sha256}\n`);
+          out(
+            `kernel ${build.inputs.kernel.package} ${build.inputs.kernel.version}, ` +
+              `${build.cached ? 'up to date' : 'built'} in ${(build.elapsedMs / 1000).toFixed(1)} s\n`,
+          );
+          return;
+        }
         if (target === 'host') {
           const build = await buildHostImage({
-            outDir: resolve(opts.out),
+            outDir: resolve(opts.out ?? DEFAULT_HOST_IMAGE_DIR),
             force: opts.force === true,
             log: (line) => out(line + '\n'),
           });

@@ -7,7 +7,7 @@ import { buildImages, formatBuildEvent } from '../images/build.js';
 import { localEngine, type LocalEngine } from '../remote/docker-local.js';
 import { DEFAULT_REGISTRY_ADDRESS, ensureRegistry, REGISTRY_CONTAINER } from '../images/registry.js';
 import { labDown, labStatus, labUp, labPaths, type LabInput } from '../lab/nodes/lab.js';
-import { TOPOLOGIES, labInventoryYaml, topology } from '../lab/nodes/topology.js';
+import { LAB_COMPUTE, TOPOLOGIES, labInventoryYaml, topology, type LabCompute } from '../lab/nodes/topology.js';
 import { VM_LAB_DEFAULTS } from '../lab/vm/layout.js';
 import { loadAll, type Loaded } from './context.js';
 import { labPowers, startBmcs, stopBmcs } from './lab.js';
@@ -22,6 +22,8 @@ const KINDS = ['container', 'vm'] as const;
 
 interface UpOpts extends LabOpts, VmUpOpts {
   topology: string;
+  /** container: Nova's virt driver on the computes (default fake). */
+  compute?: string;
   /** Default per kind: 10.96 for containers, 10.97 for VMs. */
   prefix?: string;
   /** Default per kind: 6230 for containers, 7230 for VMs. */
@@ -51,6 +53,16 @@ function defaultBin(): string {
 }
 
 const defaultDeps = (): LabCliDeps => ({ engine: localEngine(), bin: defaultBin() });
+
+/** The --compute choice, checked. */
+function labCompute(value: string | undefined): LabCompute {
+  const all = Object.values(LAB_COMPUTE) as string[];
+  if (value === undefined) return LAB_COMPUTE.fake;
+  if (!all.includes(value)) {
+    throw new UsageError('E_USAGE', `unknown lab compute '${value}'`, { hint: `Use one of: ${all.join(', ')}.` });
+  }
+  return value as LabCompute;
+}
 
 function checkKind(kind: string): void {
   if (!(KINDS as readonly string[]).includes(kind)) {
@@ -83,10 +95,11 @@ export async function runLabUp(o: UpOpts, deps: LabCliDeps = defaultDeps()): Pro
   checkKind(o.kind);
   if (o.kind === 'vm') return runVmLabUp(o, deps);
   topology(o.topology);
+  const compute = labCompute(o.compute);
   const prefix = o.prefix ?? '10.96';
   const bmcPort = o.bmcPort ?? 6230;
   const all = prepareLabInventory(o, o.topology, () =>
-    labInventoryYaml({ name: o.name, topology: o.topology, prefix16: prefix, bmcPort }),
+    labInventoryYaml({ name: o.name, topology: o.topology, prefix16: prefix, bmcPort, compute }),
   );
   const inv = all.loaded.inventory;
   const file = all.inventoryFile;
@@ -213,6 +226,11 @@ export function registerLabUp(lab: Command): void {
       }),
     )
     .option('--out <file>', 'where to write the inventory (same as -i)')
+    .option(
+      '--compute <driver>',
+      "container: what the computes run: fake (Nova's fake driver, default) or libvirt (QEMU TCG guests; " +
+        'the deploy uploads the guest image of stackctl images build guest)',
+    )
     .option(
       '--prefix <a.b>',
       'first two octets of the lab networks (container: a.b.24.0/24 provisioning; vm: a.b.124.0/24); default 10.96, vm 10.97',

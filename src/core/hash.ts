@@ -28,3 +28,15 @@ function sortKeys(value: unknown): unknown {
   }
   return value;
 }
+
+/**
+ * A UUID derived from a name: the first 128 bits of its sha256, with the version (8, "custom")
+ * and variant bits of RFC 9562 set. The same name always gives the same UUID, and two names
+ * (almost surely) different ones: stable identities for things that have none of their own,
+ * such as libvirt's host_uuid of a lab node (lab nodes share one machine-id and have no DMI UUID).
+ */
+export function uuidFromName(name: string): string {
+  const h = sha256(name);
+  const variant = ((parseInt(h[16]!, 16) & 0x3) | 0x8).toString(16);
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-8${h.slice(13, 16)}-${variant}${h.slice(17, 20)}-${h.slice(20, 32)}`;
+}

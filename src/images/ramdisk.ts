@@ -81,6 +81,33 @@ export const RAMDISK_PACKAGES = {
   busybox: 'busybox-static',
 } as const;
 
+/**
+ * What distinguishes one kernel + busybox initramfs image from another: the
+ * deploy ramdisk and the guest image share the build below.
+ */
+export interface BootImageRecipe {
+  /** Names the image in log lines: `ramdisk`, `guest image`. */
+  readonly label: string;
+  /** Bump when the recipe changes in a way that must rebuild every image of it. */
+  readonly version: number;
+  /** Source file name -> absolute path in the initramfs (each made executable). */
+  readonly files: Readonly<Record<string, string>>;
+  /** Symbolic links in the initramfs: path -> target. */
+  readonly links: Readonly<Record<string, string>>;
+  /** Names of the outputs in the output folder. */
+  readonly outputs: { readonly kernel: string; readonly initrd: string; readonly manifest: string };
+}
+
+/** The deploy ramdisk's recipe. */
+export const RAMDISK_RECIPE: BootImageRecipe = {
+  label: 'ramdisk',
+  version: RECIPE_VERSION,
+  files: RAMDISK_FILES,
+  // NOTE: Debian's busybox looks for /etc/udhcpc/default.script
+  links: { '/etc/udhcpc/default.script': RAMDISK_FILES['udhcpc.script'] },
+  outputs: RAMDISK_OUTPUTS,
+};
+
 /** What a command printed and how it ended. */
 export interface CommandResult {
   readonly stdout: string;
@@ -115,6 +142,10 @@ export interface RamdiskOptions {
   readonly sourceDir?: string;
   /** Kernel package: the meta package (resolved) or a versioned `linux-image-<abi>-<flavour>`. */
   readonly kernelPackage?: string;
+  /**
+   * Modules loaded at boot, in order: a name, optionally followed by module parameters
+   * (`virtio_net csum=0`).
+   */
   readonly modules?: readonly string[];
   /** Rebuild even when the cache key matches. */
   readonly force?: boolean;
@@ -188,6 +219,20 @@ export const defaultRamdiskSourceDir = (): string => join(packageRoot(), 'images
  * last, so an interrupted build is never taken for a finished one.
  */
 export async function buildRamdisk(options: RamdiskOptions): Promise<RamdiskBuild> {
+  return buildBootImage(RAMDISK_RECIPE, options);
+}
+
+/** A module line of a recipe: a module name, then parameters `key=value`. */
+const MODULE_LINE = /^[A-Za-z0-9_-]+( [a-z0-9_]+=[A-Za-z0-9_,.-]+)*$/;
+
+/** The module names of module lines (their first word). */
+const moduleNames = (lines: readonly string[]): string[] => lines.map((l) => l.split(' ')[0]!);
+
+/**
+ * Build a kernel + busybox initramfs image of `recipe` into `options.outDir`, or
+ * return the cached one when its inputs did not change.
+ */
+export async function buildBootImage(recipe: BootImageRecipe, options: RamdiskOptions): Promise<RamdiskBuild> {
   const now = options.now ?? Date.now;
   const started = now();
   const run = options.run ?? runCommand;
@@ -197,18 +242,19 @@ export async function buildRamdisk(options: RamdiskOptions): Promise<RamdiskBuil
   const sourceDir = options.sourceDir ?? defaultRamdiskSourceDir();
   const modules = options.modules ?? RAMDISK_MODULES;
   for (const m of modules) {
-    if (!/^[A-Za-z0-9_-]+$/.test(m)) {
+    if (!MODULE_LINE.test(m)) {
       throw new InputError('E_RAMDISK_MODULE', `invalid kernel module name '${m}'`, {
-        hint: 'Give module names as modprobe knows them, e.g. virtio_net.',
+        hint: 'Give module names as modprobe knows them, e.g. virtio_net, optionally followed by parameters (csum=0).',
       });
     }
   }
   mkdirSync(outDir, { recursive: true });
 
-  const sources = readSources(sourceDir);
+  const sources = readSources(sourceDir, recipe.files);
   const kernelPackage = options.kernelPackage ?? RAMDISK_PACKAGES.kernel;
   const aptStamp = (options.aptStamp ?? defaultAptStamp)();
-  const previous = readManifest(outDir);
+  const outputs = recipe.outputs;
+  const previous = readManifest(outDir, outputs.manifest);
   const reuse =
     previous?.resolved?.aptStamp === aptStamp &&
     previous.resolved.kernelPackage === kernelPackage &&
@@ -217,7 +263,7 @@ export async function buildRamdisk(options: RamdiskOptions): Promise<RamdiskBuil
     ? [previous.inputs.kernel, previous.inputs.busybox.version]
     : await Promise.all([resolveKernel(run, kernelPackage), packageVersion(run, RAMDISK_PACKAGES.busybox)]);
   const inputs: RamdiskInputs = {
-    recipe: RECIPE_VERSION,
+    recipe: recipe.version,
     kernel,
     busybox: { package: RAMDISK_PACKAGES.busybox, version: busyboxVersion },
     modules: [...modules],
@@ -230,22 +276,22 @@ export async function buildRamdisk(options: RamdiskOptions): Promise<RamdiskBuil
     if (!reuse) {
       // remember that these versions are still apt's candidates, so the next check skips apt-cache
       const manifest: Manifest = { ...previous, resolved: { kernelPackage, aptStamp } };
-      writeFileAtomic(join(outDir, RAMDISK_OUTPUTS.manifest), JSON.stringify(manifest, null, 2) + '\n');
+      writeFileAtomic(join(outDir, outputs.manifest), JSON.stringify(manifest, null, 2) + '\n');
     }
-    log(`ramdisk up to date (${inputsHash.slice(0, 12)})`);
+    log(`${recipe.label} up to date (${inputsHash.slice(0, 12)})`);
     return { ...cached, inputs, inputsHash, cached: true, elapsedMs: now() - started };
   }
 
-  log(`building ramdisk: kernel ${kernel.package} ${kernel.version}, busybox-static ${busyboxVersion}`);
+  log(`building ${recipe.label}: kernel ${kernel.package} ${kernel.version}, busybox-static ${busyboxVersion}`);
   const work = mkdtempSync(join(outDir, '.build-'));
   try {
-    const parts = await kernelParts(run, cacheDir, kernel, modules, work, log);
+    const parts = await kernelParts(run, cacheDir, kernel, moduleNames(modules), work, log);
     const busyboxDeb = await download(run, cacheDir, RAMDISK_PACKAGES.busybox, busyboxVersion, log);
     const bdir = join(work, 'busybox');
     await unpack(run, busyboxDeb, bdir);
     const busybox = join(bdir, 'bin', 'busybox');
     const root = join(work, 'root');
-    stageRoot(root, { sources, busybox, parts, inputsHash });
+    stageRoot(root, { recipe, sources, busybox, parts, modules, inputsHash });
 
     const cpio = join(work, 'initrd.cpio');
     const list = listTree(root);
@@ -256,15 +302,15 @@ export async function buildRamdisk(options: RamdiskOptions): Promise<RamdiskBuil
         hint: 'The build folder must be writable and on a local file system.',
       });
     }
-    const initrdTmp = join(work, RAMDISK_OUTPUTS.initrd);
+    const initrdTmp = join(work, outputs.initrd);
     writeFileSync(initrdTmp, gzipSync(readFileSync(cpio), { level: 9 }));
-    const kernelTmp = join(work, RAMDISK_OUTPUTS.kernel);
+    const kernelTmp = join(work, outputs.kernel);
     copyFileSync(parts.vmlinuz, kernelTmp);
     // Debian installs the kernel 0600; the boot server and a TFTP server running unprivileged must read it
     chmodSync(kernelTmp, 0o644);
 
-    const kernelFile = publish(kernelTmp, outDir, RAMDISK_OUTPUTS.kernel);
-    const initrdFile = publish(initrdTmp, outDir, RAMDISK_OUTPUTS.initrd);
+    const kernelFile = publish(kernelTmp, outDir, outputs.kernel);
+    const initrdFile = publish(initrdTmp, outDir, outputs.initrd);
     const manifest: Manifest = {
       inputsHash,
       inputs,
@@ -272,9 +318,9 @@ export async function buildRamdisk(options: RamdiskOptions): Promise<RamdiskBuil
       initrd: { name: initrdFile.name, size: initrdFile.size, sha256: initrdFile.sha256 },
       resolved: { kernelPackage, aptStamp },
     };
-    writeFileAtomic(join(outDir, RAMDISK_OUTPUTS.manifest), JSON.stringify(manifest, null, 2) + '\n');
+    writeFileAtomic(join(outDir, outputs.manifest), JSON.stringify(manifest, null, 2) + '\n');
     const elapsedMs = now() - started;
-    log(`ramdisk built in ${(elapsedMs / 1000).toFixed(1)} s: initrd ${initrdFile.size} bytes`);
+    log(`${recipe.label} built in ${(elapsedMs / 1000).toFixed(1)} s: initrd ${initrdFile.size} bytes`);
     return { kernel: kernelFile, initrd: initrdFile, inputs, inputsHash, cached: false, elapsedMs };
   } finally {
     rmSync(work, { recursive: true, force: true });
@@ -283,14 +329,14 @@ export async function buildRamdisk(options: RamdiskOptions): Promise<RamdiskBuil
 
 /* ------------------------------------------------------------------------ */
 
-function readSources(dir: string): Record<string, string> {
+function readSources(dir: string, files: Readonly<Record<string, string>>): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const name of Object.keys(RAMDISK_FILES)) {
+  for (const name of Object.keys(files)) {
     try {
       out[name] = readFileSync(join(dir, name), 'utf8');
     } catch (e) {
-      throw new IoError('E_RAMDISK_SOURCE', `cannot read the ramdisk file ${join(dir, name)}`, {
-        hint: 'The agent files live in images/ramdisk/ of the stackctl package; pass sourceDir for another copy.',
+      throw new IoError('E_RAMDISK_SOURCE', `cannot read the image file ${join(dir, name)}`, {
+        hint: 'The files live in images/ramdisk/ (the deploy ramdisk) and images/guest/ (the guest image) of the stackctl package; pass sourceDir for another copy.',
         cause: e,
       });
     }
@@ -461,9 +507,12 @@ async function kernelParts(
 }
 
 interface StageSpec {
+  readonly recipe: BootImageRecipe;
   readonly sources: Readonly<Record<string, string>>;
   readonly busybox: string;
   readonly parts: KernelParts;
+  /** The recipe's module lines (name and parameters). */
+  readonly modules: readonly string[];
   readonly inputsHash: string;
 }
 
@@ -475,15 +524,20 @@ function stageRoot(root: string, s: StageSpec): void {
   copyFileSync(s.busybox, join(root, 'bin', 'busybox'));
   chmodSync(join(root, 'bin', 'busybox'), 0o755);
   symlinkSync('busybox', join(root, 'bin', 'sh'));
-  for (const [name, target] of Object.entries(RAMDISK_FILES)) {
+  for (const [name, target] of Object.entries(s.recipe.files)) {
     const dest = join(root, target);
     mkdirSync(join(dest, '..'), { recursive: true });
     writeFileSync(dest, s.sources[name] ?? '', { mode: 0o755 });
   }
-  symlinkSync(RAMDISK_FILES['udhcpc.script'], join(root, 'etc', 'udhcpc', 'default.script'));
+  for (const [path, target] of Object.entries(s.recipe.links)) {
+    mkdirSync(join(root, path, '..'), { recursive: true });
+    symlinkSync(target, join(root, path));
+  }
   for (const m of s.parts.modules) copyFileSync(m.file, join(root, 'lib', 'modules', `${m.name}.ko`));
-  // /init loads them in this order (insmod does not resolve dependencies)
-  writeFileSync(join(root, 'etc', 'stackctl', 'modules'), s.parts.modules.map((m) => m.name + '\n').join(''));
+  // /init loads them in this order (insmod does not resolve dependencies); built-in ones are left out
+  const present = new Set(s.parts.modules.map((m) => m.name));
+  const lines = s.modules.filter((l) => present.has(l.split(' ')[0]!.replace(/-/g, '_')));
+  writeFileSync(join(root, 'etc', 'stackctl', 'modules'), lines.map((l) => l + '\n').join(''));
   writeFileSync(join(root, 'etc', 'stackctl', 'build'), `inputs ${s.inputsHash}\n`);
 }
 
@@ -525,9 +579,9 @@ function publish(tmp: string, outDir: string, name: string): RamdiskFile {
   return { path, name, size: data.length, sha256: sum };
 }
 
-function readManifest(outDir: string): Manifest | undefined {
+function readManifest(outDir: string, name: string): Manifest | undefined {
   try {
-    const m = JSON.parse(readFileSync(join(outDir, RAMDISK_OUTPUTS.manifest), 'utf8')) as Manifest;
+    const m = JSON.parse(readFileSync(join(outDir, name), 'utf8')) as Manifest;
     return typeof m.inputsHash === 'string' && typeof m.inputs === 'object' ? m : undefined;
   } catch {
     return undefined;

@@ -136,17 +136,34 @@ export const FlavorSchema = Type.Object(
   { ...strict, description: 'a Nova flavour created (never changed) at step 5' },
 );
 
-export const ImageSchema = Type.Object(
-  {
-    name: ResourceName,
-    size_kb: Type.Integer({
-      minimum: 1,
-      maximum: 65536,
-      description: 'size of the generated raw image (zeros): enough for the fake virt driver, which never reads it',
-    }),
-  },
-  { ...strict, description: 'a small public Glance image generated and uploaded at step 5' },
-);
+export const ImageSchema = Type.Union([
+  Type.Object(
+    {
+      name: ResourceName,
+      size_kb: Type.Integer({
+        minimum: 1,
+        maximum: 65536,
+        description: 'size of the generated raw image (zeros): enough for the fake virt driver, which never reads it',
+      }),
+    },
+    { ...strict, description: 'a small public Glance image generated and uploaded at step 5' },
+  ),
+  Type.Object(
+    {
+      name: ResourceName,
+      build: Type.Literal('guest', {
+        description:
+          'the guest image stackctl builds (stackctl images build guest; the deploy reads it from --guest-image)',
+      }),
+    },
+    {
+      ...strict,
+      description:
+        'the guest image, uploaded at step 5 as <name> (a raw root disk naming its kernel and initramfs), ' +
+        '<name>-kernel and <name>-ramdisk',
+    },
+  ),
+]);
 
 export const ExternalNetworkSchema = Type.Object(
   {

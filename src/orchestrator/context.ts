@@ -11,6 +11,7 @@ import type { UploadOptions, UploadSource } from '../remote/index.js';
 import type { ServiceRoles } from '../roles/service-roles.js';
 import type { EngineBase } from './engine.js';
 import type { ConfigWork, ContainerWork, DeployPlan, HostWork, RunOnceWork } from './planner.js';
+import type { GuestImageData } from './identity.js';
 
 /** What the engine needs of a node (the `Remote` facade fits): its shell, files and Docker engine. */
 export interface NodeAccess {
@@ -62,6 +63,8 @@ export interface EngineContext extends EngineBase {
   connect(node: string): NodeAccess;
   /** Service secrets by name. */
   secret(name: string): Secret | undefined;
+  /** The guest image step 5 uploads (`build: guest` starter images), read when first asked for. */
+  guestImage?(): GuestImageData;
   /** The target plan's ContainerWork of a container on a node (undefined when the node does not run it). */
   targetWork(node: string, container: string): ContainerWork | undefined;
   /** The current plan's ContainerWork of a container on a node. */

@@ -10,6 +10,7 @@
  * - Every side effect is journaled; the real state decides what to do, so
  *   re-runs and `--resume` do only what is left.
  */
+import type { GuestImageData } from './identity.js';
 import type { StackctlEvent } from '../core/events.js';
 import { mapLimit } from '../core/concurrency.js';
 import type { Secret } from '../core/secret.js';
@@ -74,6 +75,8 @@ export interface ExecutorDeps {
   readonly clusterCheck: Handler<Extract<NodeAction, { kind: 'cluster-check' }>, EngineContext>;
   /** Service secrets by name (database passwords). */
   readonly secret?: (name: string) => Secret | undefined;
+  /** The guest image of `build: guest` starter images (read when step 5 needs it). */
+  readonly guestImage?: () => GuestImageData;
   readonly runner?: StepRunner;
   readonly now?: () => number;
   readonly sleep?: (ms: number) => Promise<void>;
@@ -238,6 +241,7 @@ function contextOf(plan: DeployPlan, deps: ExecutorDeps, journalRun: string): En
     targetRendered: deps.rendered,
     connect: deps.connect,
     secret: (n) => deps.secret?.(n),
+    ...(deps.guestImage ? { guestImage: deps.guestImage } : {}),
     targetWork: (node, c) => works.get(`${node}/${c}`),
     currentWork: (node, c) => works.get(`${node}/${c}`),
     oneOff: oneOffRunner({

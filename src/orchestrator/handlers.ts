@@ -604,6 +604,7 @@ export const runOnce: Handler<Of<'run-once'>, EngineContext> = async (a, ctx, ru
           ctx.targetDeploy.identity,
           ctx.services.identity.clientContainer,
           (n) => ctx.secret(n),
+          ctx.guestImage?.(),
         );
         detail = done
           .filter((x) => x.action !== 'unchanged')

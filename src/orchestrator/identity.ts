@@ -41,6 +41,23 @@ export function identityHash(
   return pw ? sha256(`${w.hash}\n${sha256(pw.reveal())}`) : w.hash;
 }
 
+/**
+ * A built guest image as step 5 uploads it (src/images/guest.ts reads and checks it on the deploy
+ * host); the program checks the digests again on the node before it uploads anything.
+ */
+export interface GuestImageData {
+  readonly kernel: Buffer;
+  readonly initrd: Buffer;
+  readonly kernelSha256: string;
+  readonly initrdSha256: string;
+  readonly kernelPackage: string;
+  readonly kernelVersion: string;
+  /** The kernel command line (image property os_command_line). */
+  readonly cmdline: string;
+  /** Size of the raw root disk (zeros) that names the kernel and initramfs. */
+  readonly rootBytes: number;
+}
+
 /** The program (roles/programs/identity.py), read once. */
 let program: string | undefined;
 function identityProgram(): string {
@@ -58,6 +75,7 @@ function specOf(
   w: IdentityWork,
   identity: IdentityAccess,
   secret: (name: string) => Secret | undefined,
+  guest: GuestImageData | undefined,
 ): { spec: unknown; secrets: string[] } {
   const need = (name: string, what: string): string => {
     const s = secret(name);
@@ -87,12 +105,35 @@ function specOf(
       secrets: [adminPassword, password],
     };
   }
+  const images = w.resources.images.map((i) => {
+    if (!('build' in i)) return i;
+    if (!guest) {
+      throw new StackctlError(
+        'E_GUEST_IMAGE_MISSING',
+        `image ${i.name} is the guest image, which this deploy was not given`,
+        {
+          hint: 'Build it (stackctl images build guest) and give the deploy its folder (--guest-image DIR).',
+        },
+      );
+    }
+    return {
+      ...i,
+      kernel: guest.kernel.toString('base64'),
+      initrd: guest.initrd.toString('base64'),
+      kernel_sha256: guest.kernelSha256,
+      initrd_sha256: guest.initrdSha256,
+      kernel_package: guest.kernelPackage,
+      kernel_version: guest.kernelVersion,
+      cmdline: guest.cmdline,
+      root_bytes: guest.rootBytes,
+    };
+  });
   const r = w.resources;
   return {
     spec: {
       auth,
       flavors: r.flavors,
-      images: r.images,
+      images,
       ...(r.external_network ? { external_network: r.external_network } : {}),
       ...(r.tenant_network ? { tenant_network: r.tenant_network } : {}),
     },
@@ -121,13 +162,14 @@ export async function runIdentityWork(
   identity: IdentityAccess | undefined,
   container: string,
   secret: (name: string) => Secret | undefined,
+  guest?: GuestImageData,
 ): Promise<IdentityAction[]> {
   if (!identity) {
     throw new StackctlError('E_NO_IDENTITY', `${w.service}: registration needs Keystone, which this plan lacks`, {
       hint: 'Place the service that provides identity (provides.identity in its file) on a role of the inventory.',
     });
   }
-  const { spec, secrets } = specOf(w, identity, secret);
+  const { spec, secrets } = specOf(w, identity, secret, guest);
   // SPEC is defined before the program's first line: code and data travel on stdin together.
   const text = `SPEC = ${JSON.stringify(Buffer.from(JSON.stringify(spec)).toString('base64'))}\n${identityProgram()}`;
   const r = await access.exec(['docker', 'exec', '-i', container, IDENTITY_PYTHON, '-'], {

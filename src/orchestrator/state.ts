@@ -123,9 +123,12 @@ const ms = (s: number | undefined): number | undefined => (s === undefined ? und
 
 /**
  * The Docker spec of a planned container. `privileged` maps to every
- * capability but CAP_SYS_RESOURCE plus unconfined seccomp/AppArmor: plain
- * --privileged fails with Docker 20.10 on hosts that lack that capability
- * (the lab's container nodes among them), and the mapped set works on both.
+ * capability but CAP_SYS_RESOURCE plus unconfined seccomp/AppArmor and every
+ * device allowed (`--device-cgroup-rule 'a *:* rwm'`: libvirt gives its guests
+ * /dev/kvm and tap devices through the devices cgroup, which cannot allow what
+ * the container's own denies): plain --privileged fails with Docker 20.10 on
+ * hosts that lack that capability (the lab's container nodes among them), and
+ * the mapped set works on both.
  */
 export function containerSpec(cloud: string, w: ContainerWork): ContainerSpec {
   const d = w.definition;
@@ -140,11 +143,13 @@ export function containerSpec(cloud: string, w: ContainerWork): ContainerSpec {
     network: d.network_mode ?? 'host',
     restart: d.restart ?? 'unless-stopped',
     ...(d.user ? { user: d.user } : {}),
+    ...(d.init ? { init: true } : {}),
     ...(d.privileged
       ? {
           capAdd: ['ALL'],
           capDrop: ['SYS_RESOURCE'],
           securityOpt: ['seccomp=unconfined', 'apparmor=unconfined'],
+          deviceCgroupRules: ['a *:* rwm'],
         }
       : d.cap_add
         ? { capAdd: d.cap_add }

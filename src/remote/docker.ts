@@ -146,10 +146,14 @@ export interface ContainerSpec {
   readonly user?: string;
   readonly workingDir?: string;
   readonly privileged?: boolean;
+  /** Docker's --init: an init as PID 1 that reaps orphaned processes. */
+  readonly init?: boolean;
   readonly capAdd?: readonly string[];
   readonly capDrop?: readonly string[];
   readonly pidMode?: string;
   readonly securityOpt?: readonly string[];
+  /** `--device-cgroup-rule`s, e.g. `a *:* rwm`: every device the container sees may be used. */
+  readonly deviceCgroupRules?: readonly string[];
   readonly healthcheck?: HealthcheckSpec;
 }
 
@@ -644,10 +648,12 @@ class DockerEngine implements ContainerEngine {
             ...(spec.network ? { NetworkMode: spec.network } : {}),
             ...(spec.restart ? { RestartPolicy: { Name: spec.restart } } : {}),
             ...(spec.privileged ? { Privileged: true } : {}),
+            ...(spec.init ? { Init: true } : {}),
             ...(spec.capAdd ? { CapAdd: [...spec.capAdd] } : {}),
             ...(spec.capDrop ? { CapDrop: [...spec.capDrop] } : {}),
             ...(spec.pidMode ? { PidMode: spec.pidMode } : {}),
             ...(spec.securityOpt ? { SecurityOpt: [...spec.securityOpt] } : {}),
+            ...(spec.deviceCgroupRules ? { DeviceCgroupRules: [...spec.deviceCgroupRules] } : {}),
           },
           abortSignal,
         }),

@@ -224,6 +224,13 @@ export const FORMATS = {
     bareText: 'letters, digits and . _ : / -, not starting with -',
     escapers: [],
   },
+  'libvirt-conf': {
+    // libvirt's own format: `key = "string"` with C-like escapes; values are written bare inside quotes
+    description: "a libvirt daemon's configuration (libvirtd.conf)",
+    chars: /[A-Za-z0-9._:/-]/,
+    bareText: 'letters, digits and . _ : / -',
+    escapers: [],
+  },
   key: {
     description: 'a key file (one line: a Fernet key or an Erlang cookie)',
     chars: /[A-Za-z0-9+/=_-]/,

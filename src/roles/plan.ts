@@ -1,4 +1,4 @@
-import { canonicalJson, sha256 } from '../core/hash.js';
+import { canonicalJson, sha256, uuidFromName } from '../core/hash.js';
 import { InputError } from '../core/errors.js';
 import type { Secret } from '../core/secret.js';
 import type { Inventory } from '../inventory/schema.js';
@@ -125,7 +125,8 @@ export interface Plan {
     /** Flavours and images made at step 5 (inventory `cloud.resources`). */
     readonly resources?: {
       readonly flavors: readonly { name: string; vcpus: number; ram_mb: number; disk_gb: number }[];
-      readonly images: readonly { name: string; size_kb: number }[];
+      /** `size_kb`: that many KiB of zeros; `build: guest`: the guest image stackctl builds. */
+      readonly images: readonly ({ name: string; size_kb: number } | { name: string; build: 'guest' })[];
       /** Neutron's external network: a flat network on the physnet, its subnet and floating-IP range. */
       readonly external_network?: PlanExternalNetwork;
       /** A starter tenant network and its router to the external network. */
@@ -270,6 +271,14 @@ export function buildPlan(input: PlanInput): PlanResult {
     const conditions = [
       ...svc.containers.map((c) => ({ what: `container ${c.name}`, when: c.when })),
       { what: 'host preparation', when: svc.host?.when },
+      ...(svc.host?.modules ?? []).map((m) => ({
+        what: 'host preparation',
+        when: typeof m === 'string' ? undefined : m.when,
+      })),
+      ...(svc.host?.devices ?? []).map((d) => ({
+        what: 'host preparation',
+        when: typeof d === 'string' ? undefined : d.when,
+      })),
     ];
     for (const { what, when } of conditions)
       if (when && !(when.setting in settings)) {
@@ -442,7 +451,14 @@ export function buildPlan(input: PlanInput): PlanResult {
     }));
     const ctx = {
       ...sharedContext,
-      node: { name: node.name, role: node.role, fqdn: `${node.name}.${sharedContext.cloud.domain}`, ip: addresses },
+      node: {
+        name: node.name,
+        role: node.role,
+        fqdn: `${node.name}.${sharedContext.cloud.domain}`,
+        ip: addresses,
+        // a stable identity of the node within its cloud (libvirt's host_uuid)
+        uuid: uuidFromName(`stackctl-node:${inv.cloud.name}/${node.name}`),
+      },
     };
     for (const svc of svcs) {
       const svcConfigs: { dest: string; hashes: [string, string]; containers?: readonly string[] }[] = [];
@@ -555,13 +571,19 @@ export function buildPlan(input: PlanInput): PlanResult {
 /** A service's host preparation on its nodes, when it has one and its condition holds. */
 function hostOf(svc: Service, settings: Readonly<Record<string, SettingValue>>): PlanHost[] {
   const h = svc.host;
-  if (!h || (h.when && !h.when.in.includes(settings[h.when.setting]!))) return [];
+  const holds = (when: { readonly setting: string; readonly in: readonly SettingValue[] } | undefined): boolean =>
+    !when || when.in.includes(settings[when.setting]!);
+  if (!h || !holds(h.when)) return [];
   return [
     {
       service: svc.name,
       step: svc.step,
-      modules: (h.modules ?? []).map((m) => (typeof m === 'string' ? [m] : m.any_of)),
-      devices: h.devices ?? [],
+      modules: (h.modules ?? [])
+        .filter((m) => typeof m === 'string' || holds(m.when))
+        .map((m) => (typeof m === 'string' ? [m] : m.any_of)),
+      devices: (h.devices ?? [])
+        .filter((d) => typeof d === 'string' || holds(d.when))
+        .map((d) => (typeof d === 'string' ? d : d.path)),
       stopUnits: h.stop_units ?? [],
       ...(h.hint ? { hint: h.hint } : {}),
     },

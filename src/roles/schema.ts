@@ -94,6 +94,12 @@ export const ContainerSchema = Type.Object(
       }),
     ),
     privileged: Type.Optional(Type.Boolean()),
+    init: Type.Optional(
+      Type.Boolean({
+        description:
+          "run an init (Docker's --init) as PID 1 that reaps orphans: for a daemon that is not made to be PID 1 (libvirtd)",
+      }),
+    ),
     cap_add: Type.Optional(Type.Array(Type.String({ pattern: '^[A-Z_]+$' }))),
     when: Type.Optional(
       When(
@@ -270,6 +276,7 @@ export const UpgradeSchema = Type.Object(
 );
 
 const ModuleName = Type.String({ pattern: '^[a-z0-9_-]+$', description: 'a kernel module name' });
+const DevicePath = Type.String({ pattern: '^/dev/[A-Za-z0-9_./-]+$', description: 'a device node' });
 
 export const HostSchema = Type.Object(
   {
@@ -279,8 +286,15 @@ export const HostSchema = Type.Object(
         Type.Union([
           ModuleName,
           Type.Object(
-            { any_of: Type.Array(ModuleName, { minItems: 2, uniqueItems: true }) },
-            { ...strict, description: 'the first of these that loads (kvm_intel or kvm_amd: the CPU decides)' },
+            {
+              any_of: Type.Array(ModuleName, { minItems: 1, uniqueItems: true }),
+              when: Type.Optional(When('need these modules only when the setting has one of these values')),
+            },
+            {
+              ...strict,
+              description:
+                'the first of these that loads (kvm_intel or kvm_amd: the CPU decides), optionally on a condition',
+            },
           ),
         ]),
         {
@@ -291,10 +305,22 @@ export const HostSchema = Type.Object(
       ),
     ),
     devices: Type.Optional(
-      Type.Array(Type.String({ pattern: '^/dev/[A-Za-z0-9_./-]+$' }), {
-        minItems: 1,
-        description: 'device nodes that must exist once the modules are loaded',
-      }),
+      Type.Array(
+        Type.Union([
+          DevicePath,
+          Type.Object(
+            {
+              path: DevicePath,
+              when: When('need this device only when the setting has one of these values'),
+            },
+            { ...strict, description: 'a device needed on a condition (/dev/kvm only with nova_virt_type kvm)' },
+          ),
+        ]),
+        {
+          minItems: 1,
+          description: 'device nodes that must exist once the modules are loaded',
+        },
+      ),
     ),
     stop_units: Type.Optional(
       Type.Array(Type.String({ pattern: '^[A-Za-z0-9@_.-]+\\.(service|socket)$' }), {

@@ -83,6 +83,14 @@ export function settingSpecs(
     const conditions: { when: NonNullable<ServiceFile['host']>['when']; path: (string | number)[] }[] = [
       ...service.containers.map((c, i) => ({ when: c.when, path: ['containers', i, 'when'] })),
       { when: service.host?.when, path: ['host', 'when'] },
+      ...(service.host?.modules ?? []).map((m, i) => ({
+        when: typeof m === 'string' ? undefined : m.when,
+        path: ['host', 'modules', i, 'when'],
+      })),
+      ...(service.host?.devices ?? []).map((d, i) => ({
+        when: typeof d === 'string' ? undefined : d.when,
+        path: ['host', 'devices', i, 'when'],
+      })),
     ];
     for (const { when, path } of conditions) {
       if (!when) continue;

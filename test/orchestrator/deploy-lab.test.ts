@@ -777,10 +777,13 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
       expect(await lab.startedAt()).toEqual(before);
     }, 300_000);
 
-    it("the libvirt driver on a compute without KVM: the deploy stops in cmp-0's host preparation, before step 1, and changes nothing", async () => {
+    it("the libvirt driver with KVM on a compute without it: the deploy stops in cmp-0's host preparation, before step 1, and changes nothing", async () => {
       const before = await lab.startedAt();
       await withInventory(
-        (t) => t.replace('nova_compute_driver: fake.FakeDriver', 'nova_compute_driver: libvirt.LibvirtDriver'),
+        (t) =>
+          t
+            .replace('nova_compute_driver: fake.FakeDriver', 'nova_compute_driver: libvirt.LibvirtDriver')
+            .replace('nova_virt_type: qemu', 'nova_virt_type: kvm'),
         async () => {
           const dry = await lab.deploy({ dryRun: true });
           expect(dry.text).toMatch(/4\s+cmp-0\s+host\s+nova-compute\s+check\s+modules kvm_intel\|kvm_amd, vhost_net/);
@@ -800,7 +803,7 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
               ),
             }),
           ]);
-          expect(text).toMatch(/hint: Turn on the CPU's virtualisation \(VT-x or AMD-V\)/);
+          expect(text).toMatch(/hint: For KVM, turn on the CPU's virtualisation \(VT-x or AMD-V\)/);
           expect(text).toMatch(
             /aborted in the host preparation, before step 1: failure budget exceeded by Compute \(1\/1\)/,
           );

@@ -64,6 +64,8 @@ export interface DeployLabOptions {
    * who chooses some passwords would (e.g. ones with quotes, `#`, `$` and spaces).
    */
   readonly secrets?: Readonly<Record<string, string>>;
+  /** What the computes run (`lab up --compute`; default Nova's fake driver). */
+  readonly compute?: 'fake' | 'libvirt';
 }
 
 /** Seconds since `t0`, one decimal. */
@@ -89,6 +91,7 @@ export function deployLab(name: string, prefix: string, offset: number, options:
     registry,
     registryContainer: `stackctl-${name}-registry`,
     timeout: 60,
+    ...(options.compute ? { compute: options.compute } : {}),
   };
   const labDeps = () => ({ engine: engine!, bin });
   const ctlAddress = `${prefix}.24.10`;

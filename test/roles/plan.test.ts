@@ -1,6 +1,6 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { sha256 } from '../../src/core/hash.js';
+import { sha256, uuidFromName } from '../../src/core/hash.js';
 import { Secret } from '../../src/core/secret.js';
 import { generateInventoryYaml } from '../../src/inventory/generate.js';
 import { defaultReleasesDir } from '../../src/core/paths.js';
@@ -213,6 +213,31 @@ describe('the plan', () => {
     );
     expect(lab.plan.nodes.some((n) => n.host)).toBe(false);
     expect(lab.plan.steps.flatMap((s) => s.actions).some((a) => a.kind === 'host')).toBe(false);
+  });
+
+  it('with nova_virt_type qemu (emulation) asks the host for /dev/net/tun only, and gives libvirt its own host_uuid per node and a capped TCG cache', () => {
+    const text = generateInventoryYaml({ controllers: 1, computes: 2 }).replace(
+      'release: zed }',
+      'release: zed, settings: { nova_virt_type: qemu } }',
+    );
+    const { plan, rendered } = planFor(text);
+    const cmp = plan.nodes.find((n) => n.name === 'cmp-0')!;
+    expect(cmp.host).toEqual([expect.objectContaining({ modules: [], devices: ['/dev/net/tun'] })]);
+    const uuids = ['cmp-0', 'cmp-1'].map(
+      (n) =>
+        /^host_uuid = "([0-9a-f-]{36})"$/m.exec(
+          rendered.get(n)!.get('/etc/stackctl/nova-compute/libvirt/libvirtd.conf')!,
+        )?.[1],
+    );
+    expect(uuids[0]).toBe(uuidFromName(`stackctl-node:${plan.cloud.name}/cmp-0`));
+    expect(uuids[0]).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect(new Set(uuids).size).toBe(2);
+    expect(rendered.get('cmp-0')!.get('/etc/stackctl/nova-compute/libvirt/qemu-tcg.conf')).toMatch(/^tb_size_mib=64$/m);
+    const novaConf = rendered.get('cmp-0')!.get('/etc/stackctl/nova-compute/nova.conf')!;
+    expect(novaConf).toMatch(/^virt_type = qemu\n#[^\n]*\ncpu_mode = none$/m);
+    // KVM keeps the host's own CPU model (Nova's default) and needs its module and devices
+    const kvm = planFor(generateInventoryYaml({ controllers: 1, computes: 1 }));
+    expect(kvm.rendered.get('cmp-0')!.get('/etc/stackctl/nova-compute/nova.conf')).not.toMatch(/cpu_mode/);
   });
 
   it("takes the release manifest's settings over the services' defaults: epoxy's RabbitMQ 4 gets no mirroring policy", () => {

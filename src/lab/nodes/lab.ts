@@ -44,7 +44,8 @@ export const NODE_CONTAINER_OPTIONS = {
   /** `--security-opt systempaths=unconfined`, which the API spells as empty path lists. */
   unmaskPaths: true,
   deviceCgroupRules: ['a *:* rwm'],
-  devices: ['/dev/fuse'],
+  /** /dev/net/tun: libvirt's guests get their NICs as tap devices (the node's kernel makes no such node). */
+  devices: ['/dev/fuse', '/dev/net/tun'],
   /** overlay2 of the nested dockerd needs a non-overlay filesystem: an anonymous volume. */
   volumes: ['/var/lib/docker'],
 } as const;

@@ -36,7 +36,21 @@ export interface LabTopologyOptions {
   /** First virtual BMC port: controllers use IPMI from here, computes Redfish from here + 100. */
   readonly bmcPort: number;
   readonly release?: string;
+  /**
+   * What the computes run: Nova's fake virt driver (default: instances are records) or libvirt with
+   * QEMU's emulation (TCG), booting the guest image stackctl builds.
+   */
+  readonly compute?: LabCompute;
 }
+
+/** Nova's virt driver in a container lab, as `lab up --compute` names it. */
+export const LAB_COMPUTE = {
+  /** Nova's fake driver: servers go ACTIVE, nothing boots (scale tests, fast CI). */
+  fake: 'fake',
+  /** libvirt + QEMU TCG in the compute nodes: servers are real guests. */
+  libvirt: 'libvirt',
+} as const;
+export type LabCompute = (typeof LAB_COMPUTE)[keyof typeof LAB_COMPUTE];
 
 /** Check a topology name. */
 export function topology(name: string): (typeof TOPOLOGIES)[TopologyName] {
@@ -80,9 +94,17 @@ export function labInventoryYaml(o: LabTopologyOptions): string {
     '  # The lab registry speaks plain HTTP: the nodes list it under insecure-registries.',
     '  registry_insecure: true',
     '  settings:',
-    '    # No KVM in the lab: Nova fake virt driver, everything above it is the real Nova.',
-    '    nova_compute_driver: fake.FakeDriver',
-    '    nova_virt_type: qemu',
+    ...(o.compute === LAB_COMPUTE.libvirt
+      ? [
+          '    # No nested KVM in the lab: libvirt runs guests under QEMU emulation (TCG).',
+          '    nova_compute_driver: libvirt.LibvirtDriver',
+          '    nova_virt_type: qemu',
+        ]
+      : [
+          '    # No KVM in the lab: Nova fake virt driver, everything above it is the real Nova.',
+          '    nova_compute_driver: fake.FakeDriver',
+          '    nova_virt_type: qemu',
+        ]),
     "    # No openvswitch kernel module here: Open vSwitch's userspace datapath (no busy polling).",
     '    ovs_datapath_type: netdev',
     '  # Made at the end of the deploy so that `openstack server create` works at once.',
@@ -90,8 +112,15 @@ export function labInventoryYaml(o: LabTopologyOptions): string {
     '    flavors:',
     '      - { name: m1.tiny, vcpus: 1, ram_mb: 256, disk_gb: 1 }',
     '    images:',
-    '      # The fake driver never reads the image: 1 MiB of zeros is enough.',
-    '      - { name: lab-tiny, size_kb: 1024 }',
+    ...(o.compute === LAB_COMPUTE.libvirt
+      ? [
+          '      # The guest image (stackctl images build guest; deploy --guest-image): boots in seconds under TCG.',
+          '      - { name: lab-guest, build: guest }',
+        ]
+      : [
+          '      # The fake driver never reads the image: 1 MiB of zeros is enough.',
+          '      - { name: lab-tiny, size_kb: 1024 }',
+        ]),
     "    # Floating IPs on the lab's external network, reachable from this machine (its .254).",
     `    external_network: { name: public, floating_range: [${net(LAB_NETWORKS.external.octet, 200)}, ${net(LAB_NETWORKS.external.octet, 229)}] }`,
     '    tenant_network: { name: demo-net, cidr: 192.168.200.0/24, router: demo-router }',

@@ -49,6 +49,28 @@ describe('container lab topologies', () => {
     });
   }
 
+  it("chooses Nova's virt driver by a setting: the fake driver by default, libvirt/TCG with the guest image on --compute libvirt", () => {
+    const settings = (compute?: 'fake' | 'libvirt') => {
+      const text = labInventoryYaml({
+        name: 'lab',
+        topology: '1ctl-1comp',
+        prefix16: '10.96',
+        bmcPort: 6230,
+        ...(compute ? { compute } : {}),
+      });
+      const cloud = parseInventory('lab.yaml', text, { roles: catalog.roleInfo }).inventory.cloud;
+      return { settings: cloud.settings, images: cloud.resources?.images };
+    };
+    expect(settings()).toEqual({
+      settings: { nova_compute_driver: 'fake.FakeDriver', nova_virt_type: 'qemu' },
+      images: [{ name: 'lab-tiny', size_kb: 1024 }],
+    });
+    expect(settings('libvirt')).toEqual({
+      settings: { nova_compute_driver: 'libvirt.LibvirtDriver', nova_virt_type: 'qemu' },
+      images: [{ name: 'lab-guest', build: 'guest' }],
+    });
+  });
+
   it('rejects an unknown topology with the known ones', () => {
     expect(() => labInventoryYaml({ name: 'lab', topology: '9ctl', prefix16: '10.96', bmcPort: 6230 })).toThrow(
       /no lab topology '9ctl'/,
