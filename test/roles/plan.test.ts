@@ -218,7 +218,7 @@ describe('the plan', () => {
   it('with nova_virt_type qemu (emulation) asks the host for /dev/net/tun only, and gives libvirt its own host_uuid per node and a capped TCG cache', () => {
     const text = generateInventoryYaml({ controllers: 1, computes: 2 }).replace(
       'release: zed }',
-      'release: zed, settings: { nova_virt_type: qemu } }',
+      'release: zed, settings: { nova_virt_type: qemu, ovs_datapath_type: netdev } }',
     );
     const { plan, rendered } = planFor(text);
     const cmp = plan.nodes.find((n) => n.name === 'cmp-0')!;

@@ -62,11 +62,11 @@ describe('container lab topologies', () => {
       return { settings: cloud.settings, images: cloud.resources?.images };
     };
     expect(settings()).toEqual({
-      settings: { nova_compute_driver: 'fake.FakeDriver', nova_virt_type: 'qemu' },
+      settings: { nova_compute_driver: 'fake.FakeDriver', nova_virt_type: 'qemu', ovs_datapath_type: 'netdev' },
       images: [{ name: 'lab-tiny', size_kb: 1024 }],
     });
     expect(settings('libvirt')).toEqual({
-      settings: { nova_compute_driver: 'libvirt.LibvirtDriver', nova_virt_type: 'qemu' },
+      settings: { nova_compute_driver: 'libvirt.LibvirtDriver', nova_virt_type: 'qemu', ovs_datapath_type: 'netdev' },
       images: [{ name: 'lab-guest', build: 'guest' }],
     });
   });
