@@ -7,6 +7,7 @@
  * run-once marker, an image present, a container already gone. The side
  * effects a deploy must never repeat go through the run scope's journal.
  */
+import { BACKUP_DIR } from '../core/backups.js';
 import { RemoteError, StackctlError, TimeoutError, messageOf } from '../core/errors.js';
 import { canonicalJson, sha256 } from '../core/hash.js';
 import { mapLimit } from '../core/concurrency.js';
@@ -70,7 +71,7 @@ export const HANDLER_DEFAULTS = {
   /** Deadline of a database dump. */
   backupTimeoutMs: 30 * 60_000,
   /** Where backups go on the database node: `<dir>/<run>/<service>-<time>.sql.gz`. */
-  backupDir: '/var/lib/stackctl/backups',
+  backupDir: BACKUP_DIR,
 } as const;
 
 type Of<K extends NodeAction['kind']> = Extract<NodeAction, { kind: K }>;

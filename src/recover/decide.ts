@@ -13,6 +13,7 @@
  * - the member with the highest seqno restarts the cluster; every other one
  *   joins it (IST, or SST for a member with less or no data).
  */
+import { BACKUP_DIR } from '../core/backups.js';
 import { RemoteError } from '../core/errors.js';
 import { isClusterUuid } from './grastate.js';
 import { GALERA, isUp, knownPosition, type KnownPosition, type MemberState } from './members.js';
@@ -120,7 +121,8 @@ export function assess(i: AssessInput): Assessment {
       {
         hint:
           'A first deploy founds the cluster (stackctl deploy). If the data of every member was lost, restore a ' +
-          'backup (/var/backups/stackctl/mariadb on the bootstrap node) first.',
+          `backup first (an upgrade dumps the databases before its migrations into ${BACKUP_DIR}/<run>/ ` +
+          'on the database node; the upgrade report names each file).',
       },
     );
   }

@@ -7,6 +7,7 @@ import { describeSetting, SECRET_REF, settingProblem, type SettingValue } from '
 import { imageRef, pinnedRef } from './release.js';
 import { STEPS, type Release, type Service, type StepNumber } from './schema.js';
 import { printableText, revealSecrets, SecretRef } from './templates.js';
+import { serviceRoles } from './service-roles.js';
 
 /**
  * The deployment plan: a pure, deterministic function of inventory, role
@@ -599,8 +600,10 @@ function buildSteps(
   bootstrap: ReadonlyMap<string, string>,
   withResources: boolean,
 ): PlanStep[] {
-  const dbNode = bootstrap.get('mariadb');
-  const keystoneNode = bootstrap.get('keystone');
+  const roles = serviceRoles(services);
+  const dbNode = roles.database && bootstrap.get(roles.database.service);
+  const keystoneNode = roles.identity && bootstrap.get(roles.identity.service);
+  const computeApi = roles.computeApi?.service;
   return ([1, 2, 3, 4, 5] as const).map((step) => {
     const actions: PlanAction[] = [];
     if (step === 3 && dbNode) {
@@ -628,8 +631,8 @@ function buildSteps(
         if (c.step === step)
           actions.push({ kind: 'container', node: node.name, service: c.service, container: c.name });
     }
-    if (step === 5 && keystoneNode && withResources)
-      actions.push({ kind: 'resources', node: keystoneNode, service: 'nova-api' });
+    if (step === 5 && keystoneNode && computeApi && withResources)
+      actions.push({ kind: 'resources', node: keystoneNode, service: computeApi });
     return { step, title: STEPS[step], actions };
   });
 }

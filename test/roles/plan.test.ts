@@ -9,7 +9,7 @@ import { parseInventory } from '../../src/inventory/load.js';
 import { buildPlan, planToJson, type Plan, type PlanResult } from '../../src/roles/plan.js';
 import { loadRelease } from '../../src/roles/release.js';
 import { planDeploy } from '../../src/orchestrator/planner.js';
-import { catalog, planFromText, release } from '../helpers/plan.js';
+import { catalog, catalogWith, planFromText, release } from '../helpers/plan.js';
 import { copyInventory, runCli } from '../helpers/cli.js';
 
 const planFor = planFromText;
@@ -36,6 +36,21 @@ describe('the plan', () => {
   it('is a pure function of its inputs: two independent builds agree', () => {
     const text = generateInventoryYaml({ controllers: 3, computes: 20 });
     expect(planToJson(planFor(text).plan)).toBe(planToJson(planFor(text).plan));
+  });
+
+  it('finds the database, identity and compute API services by their files, not their names', () => {
+    const text = generateInventoryYaml({ controllers: 1, computes: 1 });
+    const kinds = (p: Plan): string[] => p.steps.flatMap((s) => s.actions.map((a) => a.kind));
+    const shipped = planFor(text).plan;
+    expect(kinds(shipped)).toEqual(expect.arrayContaining(['database', 'register']));
+    // the database server's file no longer says it is the database: no databases are created on it
+    const noDb = catalogWith('services/mariadb.yaml', (doc) => {
+      const p = doc['provides'] as Record<string, unknown>;
+      delete p['database'];
+    });
+    const plan = planFromText(text, undefined, release, undefined, noDb).plan;
+    expect(kinds(plan)).not.toContain('database');
+    expect(kinds(plan)).toContain('register');
   });
 
   it('lays out nodes, containers, VIPs, bootstrap nodes and the five steps', () => {
