@@ -33,6 +33,28 @@ const releases = defaultReleasesDir();
 const zed = loadRelease(releases, 'zed');
 const zedUpdate = loadRelease(releases, 'zed-update');
 const epoxy = loadRelease(releases, 'epoxy');
+/** The OpenStack services of the shipped roles (every one changes its image between releases), sorted. */
+const OPENSTACK = [
+  'glance',
+  'keystone',
+  'neutron-server',
+  'nova-api',
+  'nova-compute',
+  'nova-conductor',
+  'nova-scheduler',
+  'placement',
+];
+/** The infrastructure services, in the order the plan rolls them. */
+const INFRASTRUCTURE = [
+  'haproxy',
+  'keepalived',
+  'mariadb',
+  'memcached',
+  'openvswitch',
+  'ovn-central',
+  'rabbitmq',
+  'ovn-controller',
+];
 
 /** A 3-controller, 2-compute inventory (the lab topology 3ctl-2comp), optionally with extra YAML. */
 function inventory(extra = '', computes = 2) {
@@ -112,26 +134,8 @@ describe('planUpgrade zed -> zed-update on 3 controllers and 2 computes', () => 
     const p = plan(zedUpdate);
     expect(p.kind).toBe('update');
     expect(p.releasesAhead).toBe(0);
-    expect(p.changes.map((c) => c.service).sort()).toEqual([
-      'glance',
-      'keystone',
-      'neutron-server',
-      'nova-api',
-      'nova-compute',
-      'nova-conductor',
-      'nova-scheduler',
-      'placement',
-    ]);
-    expect(p.unchanged).toEqual([
-      'haproxy',
-      'keepalived',
-      'mariadb',
-      'memcached',
-      'openvswitch',
-      'ovn-central',
-      'rabbitmq',
-      'ovn-controller',
-    ]);
+    expect(p.changes.map((c) => c.service).sort()).toEqual(OPENSTACK);
+    expect(p.unchanged).toEqual(INFRASTRUCTURE);
     expect(p.changes.find((c) => c.service === 'keystone')!.images).toEqual({ keystone: ['zed-1', 'zed-2'] });
     // Nothing of an unchanged service is pulled, stopped or swapped.
     const moved = p.phases
@@ -505,28 +509,8 @@ describe('fast-forward: a major upgrade that skips releases (zed -> epoxy)', () 
     expect(p.fastForward?.skipped).toHaveLength(4);
     const control = p.phases.filter((x) => x.kind === 'control');
     const windows = control.filter((x) => x.availability === 'window').flatMap((x) => x.services);
-    expect(windows.sort()).toEqual(
-      [
-        'glance',
-        'keystone',
-        'neutron-server',
-        'nova-api',
-        'nova-compute',
-        'nova-conductor',
-        'nova-scheduler',
-        'placement',
-      ].sort(),
-    );
-    expect(p.fastForward?.rolling).toEqual([
-      'haproxy',
-      'keepalived',
-      'mariadb',
-      'memcached',
-      'openvswitch',
-      'ovn-central',
-      'rabbitmq',
-      'ovn-controller',
-    ]);
+    expect(windows.sort()).toEqual(OPENSTACK);
+    expect(p.fastForward?.rolling).toEqual(INFRASTRUCTURE);
     for (const s of p.fastForward!.rolling) expect(phaseById(p, `control:${s}`).availability).not.toBe('window');
     // The phase ids and their order are those of every plan. (ovn-controller follows the services of
     // its step for now: OVN's own order, chassis before databases, is not planned yet.)
