@@ -76,6 +76,12 @@ function timed(argv: readonly string[], outFile: string, env: NodeJS.ProcessEnv 
 }
 
 /** The same hosts as an Ansible YAML inventory: a group per role, the node's fields as host vars. */
+/** Writes an empty file and returns its path. */
+function emptyFile(path: string): string {
+  writeFileSync(path, '');
+  return path;
+}
+
 function ansibleInventory(inv: Inventory): string {
   const groups: Record<string, { hosts: Record<string, unknown> }> = {};
   for (const { name, role, ...vars } of inv.nodes) {
@@ -134,8 +140,14 @@ async function main(): Promise<void> {
     tools.push({
       label: 'ansible-inventory --list',
       argv: (_inv, ans) => ['ansible-inventory', '-i', ans, '--list'],
-      // its own temporary and cache folders, and no ansible.cfg of the user's
-      env: { ...process.env, ANSIBLE_HOME: ansibleTmp, ANSIBLE_LOCAL_TEMP: ansibleTmp, ANSIBLE_CONFIG: '/dev/null' },
+      // its own temporary and cache folders, and an empty ansible.cfg instead of any of the user's
+      // (Ansible refuses a config path without the .cfg extension, /dev/null included)
+      env: {
+        ...process.env,
+        ANSIBLE_HOME: ansibleTmp,
+        ANSIBLE_LOCAL_TEMP: ansibleTmp,
+        ANSIBLE_CONFIG: emptyFile(join(ansibleTmp, 'ansible.cfg')),
+      },
     });
   }
 
