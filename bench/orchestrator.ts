@@ -9,21 +9,38 @@
  * a file, read it back and compare, read that container's state from the
  * host's Docker engine and check that it runs.
  *
- *     npm run bench:orchestrator -- [--hosts 50] [--tasks 100] [--forks N] [--per-host 1] [--skip-ansible] [--prefix 10.93]
+ * A task writes only when the file differs (Ansible's `copy` compares checksums
+ * first; stackctl reads the file and compares), so every round makes two passes:
+ * the first changes every file, the second (nothing changed) none.
  *
- * Needs root, Docker (dockerd running), busybox-static; installs Debian's
- * ansible-core when ansible-playbook is missing. Both tools use the same
- * client key and the same known_hosts, with strict host-key checking.
- * Everything it creates is named stackctl-bench-* and removed at the end.
+ *     npm run bench:orchestrator -- [--hosts 20] [--tasks 10] [--forks 8,16,50] [--rounds 3]
+ *         [--max-load 1.5] [--per-host 1] [--skip-ansible] [--skip-mitogen] [--prefix 10.93]
+ *
+ * Plain Ansible runs once per `--forks` value (the best is kept); Ansible with
+ * Mitogen (Debian's ansible-mitogen, strategy mitogen_free) at the largest.
+ * Rounds alternate which tool goes first; each figure is the median of the
+ * rounds. CPU: the controller's whole process tree (stackctl: this process;
+ * Ansible: a cpuacct cgroup holding ansible-playbook, its workers and its ssh
+ * ControlPersist masters) and the simulated hosts' (their containers' cpuacct
+ * cgroups). Refuses to start when the 1-minute load average is above
+ * --max-load: on a busy machine the figures measure the others.
+ *
+ * Needs root, Docker (dockerd running), busybox-static, cgroup v1 cpuacct;
+ * installs Debian's ansible-core when ansible-playbook is missing. Both tools
+ * use the same client key and the same known_hosts, with strict host-key
+ * checking. Everything it creates is named stackctl-bench-* and removed at
+ * the end.
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import {
   closeSync,
   copyFileSync,
+  existsSync,
   mkdirSync,
   mkdtempSync,
   openSync,
   readFileSync,
+  rmdirSync,
   rmSync,
   symlinkSync,
   writeFileSync,
@@ -65,8 +82,11 @@ let BENCH = names('10.93');
 interface Options {
   readonly hosts: number;
   readonly tasks: number;
-  /** ansible forks. */
-  readonly forks: number;
+  /** ansible forks: plain Ansible runs once for each. */
+  readonly forks: readonly number[];
+  readonly rounds: number;
+  readonly maxLoad: number;
+  readonly skipMitogen: boolean;
   /**
    * stackctl tasks in flight per host. 1 by default: the simulated hosts share
    * this machine's cores, and their dockerd answers concurrent inspects more
@@ -79,9 +99,12 @@ interface Options {
 function options(): Options {
   const { values } = parseArgs({
     options: {
-      hosts: { type: 'string', default: '50' },
-      tasks: { type: 'string', default: '100' },
-      forks: { type: 'string' },
+      hosts: { type: 'string', default: '20' },
+      tasks: { type: 'string', default: '10' },
+      forks: { type: 'string', default: '8,16,50' },
+      rounds: { type: 'string', default: '3' },
+      'max-load': { type: 'string', default: '1.5' },
+      'skip-mitogen': { type: 'boolean', default: false },
       'per-host': { type: 'string', default: '1' },
       'skip-ansible': { type: 'boolean', default: false },
       prefix: { type: 'string', default: '10.93' },
@@ -98,9 +121,12 @@ function options(): Options {
   return {
     hosts,
     tasks: int(values.tasks, 'tasks', 100_000),
-    forks: int(values.forks ?? String(hosts), 'forks', 1000),
+    forks: values.forks.split(',').map((f) => int(f, 'forks', 1000)),
+    rounds: int(values.rounds, 'rounds', 99),
+    maxLoad: Number(values['max-load']),
     perHost: int(values['per-host'], 'per-host', 9),
     skipAnsible: values['skip-ansible'],
+    skipMitogen: values['skip-mitogen'],
   };
 }
 
@@ -243,10 +269,14 @@ async function startProbes(targets: readonly SshTarget[], dir: string, keyFile: 
   }
 }
 
-/** stackctl: one pooled SSH connection per host, `perHost` tasks in flight on each, every host at once. */
+/**
+ * stackctl: one pooled SSH connection per host, `perHost` tasks in flight on each, every host at
+ * once. A task reads the file and writes it only when it differs (as Ansible's copy does).
+ */
 async function stackctlRun(targets: readonly SshTarget[], o: Options, keyFile: string, knownHosts: string) {
   const pool = new SshPool({ knownHostsFile: knownHosts, privateKeyFile: keyFile });
   const files = new SftpTransfer(pool);
+  let written = 0;
   const started = performance.now();
   try {
     await mapLimit(targets, targets.length, async (t) => {
@@ -256,11 +286,18 @@ async function stackctlRun(targets: readonly SshTarget[], o: Options, keyFile: s
           Array.from({ length: o.tasks }, (_, i) => i),
           o.perHost,
           async (i) => {
-            const dest = `/tmp/stackctl-bench/stackctl/f${i}`;
+            const dest = `${BASE}/stackctl/f${i}`;
             const payload = `payload ${i}\n`;
-            await files.upload(t, { data: payload }, dest);
-            const back = (await files.readFile(t, dest)).toString();
-            if (back !== payload) throw new Error(`${t.node}: f${i} reads back ${JSON.stringify(back)}`);
+            const now = await files.readFile(t, dest).then(
+              (b) => b.toString(),
+              () => undefined,
+            );
+            if (now !== payload) {
+              await files.upload(t, { data: payload }, dest);
+              written++;
+              const back = (await files.readFile(t, dest)).toString();
+              if (back !== payload) throw new Error(`${t.node}: f${i} reads back ${JSON.stringify(back)}`);
+            }
             if (!(await docker.inspectContainer(BENCH.probe))?.state.running)
               throw new Error(`${t.node}: ${BENCH.probe} is not running`);
           },
@@ -269,24 +306,84 @@ async function stackctlRun(targets: readonly SshTarget[], o: Options, keyFile: s
         await docker.close();
       }
     });
-    return performance.now() - started;
+    return { ms: performance.now() - started, changed: written };
   } finally {
     await pool.close();
   }
 }
 
+/** Where both tools write, on every host. */
+const BASE = '/tmp/stackctl-bench';
+
+/** Remove both tools' files on every host (before a tool's first pass; not timed). */
+async function clearFiles(targets: readonly SshTarget[], keyFile: string, knownHosts: string): Promise<void> {
+  const pool = new SshPool({ knownHostsFile: knownHosts, privateKeyFile: keyFile });
+  try {
+    await mapLimit(targets, 8, async (t) => {
+      const r = await pool.exec(t, ['rm', '-rf', BASE], { timeoutMs: 60_000 });
+      if (r.code !== 0) throw new Error(`${t.node}: rm -rf ${BASE}: ${r.stderr}`);
+    });
+  } finally {
+    await pool.close();
+  }
+}
+
+/** The Ansible flavours compared: plain (strategy free) at a number of forks, or with Mitogen. */
+interface AnsibleFlavour {
+  readonly label: string;
+  readonly forks: number;
+  readonly mitogen: boolean;
+}
+
+/** Where Debian's ansible-mitogen puts its strategy plugins. */
+const MITOGEN_STRATEGIES = '/usr/lib/python3/dist-packages/ansible_mitogen/plugins/strategy';
+
+/** A cpuacct cgroup (v1) that a command and all its descendants run in: their CPU, whoever waits for them. */
+const CGROUP = '/sys/fs/cgroup/cpuacct/stackctl-bench-controller';
+
+/** CPU (ms) used so far by the processes of a cpuacct cgroup folder. */
+const cgroupCpuMs = (dir: string): number => Number(readFileSync(join(dir, 'cpuacct.usage'), 'utf8')) / 1e6;
+
+/** CPU (ms) used so far by the simulated hosts' containers (sshd, python, dockerd and the probes in them). */
+function hostsCpuMs(ids: readonly string[]): number {
+  let ms = 0;
+  for (const id of ids) ms += cgroupCpuMs(`/sys/fs/cgroup/cpuacct/docker/${id}`);
+  return ms;
+}
+
+/** End whatever is left in the controller cgroup (ssh masters) and remove it. */
+function dropCgroup(): void {
+  if (!existsSync(CGROUP)) return;
+  for (const pid of readFileSync(join(CGROUP, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean))
+    try {
+      process.kill(Number(pid), 'SIGKILL');
+    } catch {
+      // gone already
+    }
+  for (let i = 0; i < 50; i++) {
+    try {
+      rmdirSync(CGROUP);
+      return;
+    } catch {
+      spawnSync('sleep', ['0.1']);
+    }
+  }
+}
+
 /**
- * ansible-playbook with its fast settings: pipelining, ControlPersist, the
- * free strategy, forks = hosts by default, files sent over the SSH session
- * (`transfer_method = piped`), no facts.
+ * ansible-playbook with its fast settings: pipelining, ControlPersist, files
+ * sent over the SSH session (`transfer_method = piped`), no facts; the free
+ * strategy, or Mitogen's mitogen_free. Returns its wall time, the CPU of its
+ * whole process tree, and how many tasks it reported changed.
  */
 async function ansibleRun(
   targets: readonly SshTarget[],
   o: Options,
+  flavour: AnsibleFlavour,
   dir: string,
   keyFile: string,
   knownHosts: string,
-): Promise<number> {
+): Promise<{ ms: number; cpuMs: number; changed: number }> {
   const adir = join(dir, 'ansible');
   mkdirSync(join(adir, 'cp'), { recursive: true });
   writeFileSync(
@@ -296,7 +393,7 @@ async function ansibleRun(
       'ansible_python_interpreter=/usr/bin/python3\n',
   );
   const loop = `"{{ range(${o.tasks}) | list }}"`;
-  const base = '/tmp/stackctl-bench/ansible';
+  const base = `${BASE}/ansible`;
   writeFileSync(
     join(adir, 'play.yml'),
     `- hosts: nodes
@@ -319,9 +416,11 @@ async function ansibleRun(
   writeFileSync(
     join(adir, 'ansible.cfg'),
     `[defaults]
-forks = ${o.forks}
-strategy = free
-host_key_checking = True
+forks = ${flavour.forks}
+strategy = ${flavour.mitogen ? 'mitogen_free' : 'free'}
+${flavour.mitogen ? `strategy_plugins = ${MITOGEN_STRATEGIES}\n` : ''}host_key_checking = True
+# the connection timeout (default 10 s) is too short for a loaded 2-core machine
+timeout = 60
 display_ok_hosts = False
 display_skipped_hosts = False
 [ssh_connection]
@@ -331,44 +430,95 @@ ssh_args = -o ControlMaster=auto -o ControlPersist=300s -o UserKnownHostsFile=${
 control_path_dir = ${adir}/cp
 `,
   );
+  dropCgroup();
+  mkdirSync(CGROUP);
   // Output to a file, not a pipe: the ControlPersist masters inherit the
   // output descriptors and would hold a pipe open after ansible exits.
-  const out = openSync(join(adir, 'ansible.log'), 'w');
+  const logFile = join(adir, 'ansible.log');
+  const out = openSync(logFile, 'w');
   const started = performance.now();
-  const child = spawn('ansible-playbook', ['-i', join(adir, 'hosts.ini'), join(adir, 'play.yml')], {
-    cwd: adir,
-    env: { ...process.env, ANSIBLE_CONFIG: join(adir, 'ansible.cfg') },
-    stdio: ['ignore', out, out],
-  });
+  // the shell joins the cgroup before it becomes ansible-playbook: every process it starts is counted
+  const child = spawn(
+    'sh',
+    [
+      '-c',
+      'echo $$ > "$1/cgroup.procs" && shift && exec "$@"',
+      'sh',
+      CGROUP,
+      'ansible-playbook',
+      '-i',
+      join(adir, 'hosts.ini'),
+      join(adir, 'play.yml'),
+    ],
+    { cwd: adir, env: { ...process.env, ANSIBLE_CONFIG: join(adir, 'ansible.cfg') }, stdio: ['ignore', out, out] },
+  );
   running.add(child);
   const status = await new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   running.delete(child);
   closeSync(out);
   const ms = performance.now() - started;
-  // End the control masters now rather than when their hosts disappear.
+  // End the control masters now (their CPU counts) rather than when their hosts disappear.
   for (const t of targets) {
     spawnSync('ssh', ['-o', `ControlPath=${adir}/cp/%C`, '-O', 'exit', '-p', '22', `root@${t.host}`], {
       stdio: 'ignore',
     });
   }
-  if (status !== 0) {
-    const text = readFileSync(join(adir, 'ansible.log'), 'utf8');
-    throw new Error(`ansible-playbook failed (${status}):\n${text.slice(-4000)}`);
-  }
-  return ms;
+  const cpuMs = cgroupCpuMs(CGROUP);
+  dropCgroup();
+  const text = readFileSync(logFile, 'utf8');
+  if (status !== 0) throw new Error(`ansible-playbook (${flavour.label}) failed (${status}):\n${text.slice(-4000)}`);
+  const changed = [...text.matchAll(/changed=(\d+)/g)].reduce((n, m) => n + Number(m[1]), 0);
+  return { ms, cpuMs, changed };
 }
+
+/** One tool's figures in one round: both passes. */
+interface PassFigures {
+  readonly ms: number;
+  /** CPU of the controller (this process for stackctl; Ansible's process tree). */
+  readonly ctlCpuMs: number;
+  /** CPU of all simulated hosts together. */
+  readonly hostCpuMs: number;
+  readonly changed: number;
+}
+
+const median = (xs: readonly number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+};
+
+/** The one-minute load average. */
+const load1 = (): number => Number(readFileSync('/proc/loadavg', 'utf8').split(' ')[0]);
 
 async function main(): Promise<void> {
   const o = options();
+  const before = load1();
+  if (before > o.maxLoad) {
+    console.error(
+      `load average ${before} is above ${o.maxLoad}: the figures would measure the other work on this machine. ` +
+        'Wait for a quiet machine, or pass --max-load N to measure anyway (the load is printed beside the figures).',
+    );
+    process.exit(2);
+  }
   const engine = localEngine();
   await engine.ping();
   if (!o.skipAnsible) ensureAnsible();
+  const flavours: AnsibleFlavour[] = o.skipAnsible
+    ? []
+    : o.forks.map((f) => ({ label: `ansible forks=${f}`, forks: f, mitogen: false }));
+  if (!o.skipAnsible && !o.skipMitogen) {
+    if (existsSync(MITOGEN_STRATEGIES)) {
+      const f = Math.max(...o.forks);
+      flavours.push({ label: `ansible+mitogen forks=${f}`, forks: f, mitogen: true });
+    } else console.log(`ansible+mitogen: not installed, not measured (Debian: apt-get install ansible-mitogen)`);
+  }
   const dir = mkdtempSync(join(tmpdir(), 'stackctl-bench-'));
   const knownHosts = join(dir, 'known_hosts');
   const keyFile = join(dir, 'ssh', 'id_ed25519');
   const stop = (): void => {
     log('interrupted: cleaning up');
     for (const c of running) c.kill('SIGINT');
+    dropCgroup();
     void cleanup(engine).finally(() => {
       rmSync(dir, { recursive: true, force: true });
       process.exit(130);
@@ -378,27 +528,113 @@ async function main(): Promise<void> {
   process.once('SIGTERM', stop);
   try {
     await cleanup(engine);
-    let t = performance.now();
+    const t = performance.now();
     const targets = await startHosts(engine, o, dir, knownHosts);
     await startProbes(targets, dir, keyFile, knownHosts);
+    const ids = (await engine.containers({ [BENCH.label]: '1' })).map((c) => c.id);
     log(`${o.hosts} hosts up (sshd, dockerd, probe container) in ${seconds(performance.now() - t)}`);
-
     const ops = o.hosts * o.tasks;
     console.log(
-      `${o.hosts} hosts x ${o.tasks} tasks (write a file, read it back, check a container's state) = ${ops} tasks`,
+      `${o.hosts} hosts x ${o.tasks} tasks (write a file if it differs, read it back, check a container's state) = ` +
+        `${ops} host-tasks; ${o.rounds} round(s), tools alternating first; load average ${before} at the start`,
     );
-    t = performance.now();
-    const ours = await stackctlRun(targets, o, keyFile, knownHosts);
-    console.log(`stackctl (remote layer): ${seconds(ours)}  (${(ops / (ours / 1000)).toFixed(0)} tasks/s)`);
-    if (!o.skipAnsible) {
-      const theirs = await ansibleRun(targets, o, dir, keyFile, knownHosts);
-      console.log(`ansible-playbook:        ${seconds(theirs)}  (${(ops / (theirs / 1000)).toFixed(1)} tasks/s)`);
-      console.log(`ratio:                   ${(theirs / ours).toFixed(1)}x`);
+
+    type Tool = { label: string; run: () => Promise<{ ms: number; cpuMs: number; changed: number }> };
+    const tools: Tool[] = [
+      {
+        label: 'stackctl (remote layer)',
+        run: async () => {
+          const cpu0 = process.cpuUsage();
+          const r = await stackctlRun(targets, o, keyFile, knownHosts);
+          const cpu = process.cpuUsage(cpu0);
+          return { ms: r.ms, cpuMs: (cpu.user + cpu.system) / 1000, changed: r.changed };
+        },
+      },
+      ...flavours.map((f) => ({ label: f.label, run: () => ansibleRun(targets, o, f, dir, keyFile, knownHosts) })),
+    ];
+    const figures = new Map<string, { first: PassFigures[]; again: PassFigures[] }>(
+      tools.map((x) => [x.label, { first: [], again: [] }]),
+    );
+    const failed = new Map<string, string>();
+    for (let round = 0; round < o.rounds; round++) {
+      const order = round % 2 === 0 ? tools : [...tools.slice(1), tools[0]!];
+      for (const tool of order) {
+        if (failed.has(tool.label)) continue;
+        await clearFiles(targets, keyFile, knownHosts);
+        for (const pass of ['first', 'again'] as const) {
+          const h0 = hostsCpuMs(ids);
+          try {
+            const r = await tool.run();
+            const fig = { ms: r.ms, ctlCpuMs: r.cpuMs, hostCpuMs: hostsCpuMs(ids) - h0, changed: r.changed };
+            figures.get(tool.label)![pass].push(fig);
+            log(
+              `round ${round + 1} ${tool.label} ${pass === 'first' ? 'first pass' : 'nothing changed'}: ` +
+                `${seconds(fig.ms)}, controller CPU ${fig.ctlCpuMs.toFixed(0)} ms, hosts CPU ${fig.hostCpuMs.toFixed(0)} ms, ` +
+                `${fig.changed} changed, load ${load1()}`,
+            );
+          } catch (err) {
+            const msg = err instanceof Error ? err.message : String(err);
+            failed.set(tool.label, msg);
+            log(`${tool.label}: failed: ${msg.slice(0, 4000)}`);
+            break;
+          }
+        }
+      }
     }
+
+    const row = (label: string, pass: string, f: readonly PassFigures[]): string => {
+      const ms = median(f.map((x) => x.ms));
+      const ctl = median(f.map((x) => x.ctlCpuMs));
+      const hostCpu = median(f.map((x) => x.hostCpuMs));
+      return (
+        `${label.padEnd(30)} ${pass.padEnd(15)} ${seconds(ms).padStart(10)} ${(ops / (ms / 1000)).toFixed(1).padStart(9)}` +
+        ` ${(ctl / ops).toFixed(2).padStart(12)} ${(hostCpu / o.hosts).toFixed(0).padStart(13)}` +
+        ` ${(hostCpu / ops).toFixed(2).padStart(14)}`
+      );
+    };
+    console.log(
+      `${'tool'.padEnd(30)} ${'pass'.padEnd(15)} ${'wall'.padStart(10)} ${'tasks/s'.padStart(9)}` +
+        ` ${'ctl ms/task'.padStart(12)} ${'host CPU ms'.padStart(13)} ${'host ms/task'.padStart(14)}`,
+    );
+    for (const [label, f] of figures) {
+      if (f.first.length) console.log(row(label, 'first', f.first));
+      if (f.again.length) console.log(row(label, 'nothing changed', f.again));
+      if (failed.has(label)) {
+        // the reasons first (unreachable hosts, fatal errors), then the end of the log
+        const lines = failed.get(label)!.split('\n');
+        const why = lines.filter((l) => /UNREACHABLE|fatal:|ERROR|Traceback|Error:/.test(l)).slice(0, 6);
+        console.log(`${label.padEnd(30)} failed: ${[...why, ...lines.slice(-6)].join(' | ')}`);
+      }
+    }
+    const ours = figures.get(tools[0]!.label)!;
+    const bestOf = (mitogen: boolean, pass: 'first' | 'again'): [string, number] | undefined => {
+      let best: [string, number] | undefined;
+      for (const f of flavours.filter((x) => x.mitogen === mitogen)) {
+        const xs = figures.get(f.label)![pass];
+        if (xs.length === o.rounds && (!best || median(xs.map((x) => x.ms)) < best[1]))
+          best = [f.label, median(xs.map((x) => x.ms))];
+      }
+      return best;
+    };
+    for (const pass of ['first', 'again'] as const) {
+      if (ours[pass].length !== o.rounds) continue;
+      const mine = median(ours[pass].map((x) => x.ms));
+      for (const mitogen of [false, true]) {
+        const b = bestOf(mitogen, pass);
+        if (b)
+          console.log(
+            `ratio (${pass === 'first' ? 'first pass' : 'nothing changed'}) vs ${b[0]}: ${(b[1] / mine).toFixed(1)}x`,
+          );
+      }
+    }
+    console.log(
+      `goal: >= 50x plain Ansible, >= 10x Mitogen (wall), <= 3 ms deploy-host CPU per host-task; load average ${before} -> ${load1()}`,
+    );
   } catch (err) {
     log(`failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
     process.exitCode = 1;
   } finally {
+    dropCgroup();
     await cleanup(engine);
     rmSync(dir, { recursive: true, force: true });
   }
