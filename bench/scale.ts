@@ -127,7 +127,8 @@ interface ScaleResult {
   readonly heapBase: number;
   readonly events: number;
   readonly dnsmasqMs: number;
-  readonly phases: Record<string, number>;
+  /** Sum (ms) and number of nodes of each phase the workflows reported. */
+  readonly phases: Record<string, { ms: number; nodes: number }>;
   readonly sim: { counters: SimCounters; cpuMs: number; rss: number };
   readonly load: readonly number[];
 }
@@ -254,7 +255,12 @@ async function runScale(
     global.gc?.();
     const base = process.memoryUsage();
     const sampler = setInterval(sample, 100);
-    const phases: Record<string, number> = {};
+    const phases: Record<string, { ms: number; nodes: number }> = {};
+    const add = (k: string, ms: number): void => {
+      const p = (phases[k] ??= { ms: 0, nodes: 0 });
+      p.ms += ms;
+      p.nodes += 1;
+    };
     const failed: string[] = [];
     const cpu0 = process.cpuUsage();
     const t0 = performance.now();
@@ -264,10 +270,10 @@ async function runScale(
           await enrollNode(s, node, noUpdate);
           const tI = performance.now();
           await inspectNode(s, inspectDeps, services, node, noUpdate, 'bench');
-          phases.inspect = (phases.inspect ?? 0) + (performance.now() - tI);
+          add('inspect', performance.now() - tI);
           const r = await provisionNode(s, deps, targetOf(site, node), { resume: false });
           for (const [k, v] of Object.entries((r.details.phases ?? {}) as Record<string, number>)) {
-            phases[k] = (phases[k] ?? 0) + v;
+            add(k, v);
           }
         } catch (e) {
           failed.push(`${node}: ${e instanceof Error ? e.message : String(e)}`);
@@ -341,7 +347,7 @@ async function main(): Promise<void> {
         `${r.sim.counters.boots} boots; load ${r.load.map((l) => l.toFixed(2)).join(' ')}`,
     );
     const phaseLine = Object.entries(r.phases)
-      .map(([k, v]) => `${k} ${(v / n / 1000).toFixed(2)} s`)
+      .map(([k, v]) => `${k} ${(v.ms / v.nodes / 1000).toFixed(2)} s${v.nodes < n ? ` (${v.nodes} nodes)` : ''}`)
       .join(', ');
     console.log(`       mean per node: ${phaseLine}`);
     for (const f of r.failed.slice(0, 5)) console.log(`       failed: ${f}`);
