@@ -276,7 +276,10 @@ async function runScale(
             add(k, v);
           }
         } catch (e) {
-          failed.push(`${node}: ${e instanceof Error ? e.message : String(e)}`);
+          const code = (e as { code?: unknown }).code;
+          failed.push(
+            `${typeof code === 'string' ? code : 'error'} ${node}: ${e instanceof Error ? e.message : String(e)}`,
+          );
         }
       });
     } finally {
@@ -350,6 +353,9 @@ async function main(): Promise<void> {
       .map(([k, v]) => `${k} ${(v.ms / v.nodes / 1000).toFixed(2)} s${v.nodes < n ? ` (${v.nodes} nodes)` : ''}`)
       .join(', ');
     console.log(`       mean per node: ${phaseLine}`);
+    const codes = new Map<string, number>();
+    for (const f of r.failed) codes.set(f.split(' ')[0]!, (codes.get(f.split(' ')[0]!) ?? 0) + 1);
+    if (codes.size) console.log(`       failed by code: ${[...codes].map(([c, k]) => `${c} ${k}`).join(', ')}`);
     for (const f of r.failed.slice(0, 5)) console.log(`       failed: ${f}`);
   }
 }
