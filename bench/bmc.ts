@@ -1,193 +1,287 @@
 /**
- * BMC benchmark: `power status` on many virtual IPMI BMCs, through stackctl's
- * IPMI client (one UDP socket, bounded concurrency) and through one ipmitool
- * process per BMC at the same concurrency. Prints wall times, the ratio and
- * per-operation p50/p99.
+ * BMC benchmark: a `power status` sweep over many virtual IPMI BMCs by four
+ * clients, side by side in one run, with the BMCs answering at once and then
+ * with every answer held for a round-trip delay:
  *
- *   node dist/bench/bmc.js
- *   BENCH_BMCS=500 BENCH_CONCURRENCY=16 BENCH_IPMITOOL_BMCS=500 node dist/bench/bmc.js
+ * - ipmitool: one process per BMC (`-I lanplus -C 17`), `concurrency` at a time;
+ * - FreeIPMI's ipmipower: one process for every BMC (`-D LAN_2_0 -I 17`, a
+ *   `host:port` list, fanout = every BMC), credentials in a configuration file;
+ * - stackctl, a session per operation: open, read, close, as ipmitool does;
+ * - stackctl, sessions kept open, as the provisioning loop polls power.
  *
- * The default concurrency, 16, is the one where per-operation latency stays
- * low on a 2-core machine: throughput is CPU-bound (about 1,000 full session
- * handshakes a second), so a deeper queue only adds waiting to each operation.
+ * Per row: wall time of the sweep, and the client's CPU per operation (this
+ * process's own CPU for stackctl, the waited-for children's rusage for the
+ * peers). Each round runs every client once at each delay, the order rotating;
+ * the figure is the median over the rounds.
+ *
+ *   flock /tmp/stackctl-lab.lock npm run bench:bmc
+ *   BENCH_BMCS=500 BENCH_DELAYS=0,20 BENCH_ROUNDS=3 node dist/bench/bmc.js
+ *
+ * Also: BENCH_FANOUT (ipmipower's, default every BMC), BENCH_CONCURRENCY (stackctl's, default the
+ * fanout), BENCH_IPMITOOL_CONCURRENCY (default 16), BENCH_IPMITOOL_BMCS (ipmitool on the first N only),
+ * BENCH_PORT_BASE (the BMCs' UDP ports, from 20000).
  *
  * The virtual BMCs run in a child process so that they keep answering at full
- * speed while this process spawns ipmitool and runs the client.
+ * speed while this process spawns the peers and runs the client.
  */
 import { execFile, fork, type ChildProcess } from 'node:child_process';
+import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Secret } from '../src/core/secret.js';
 import { IpmiDriver } from '../src/bmc/ipmi/driver.js';
 import { IpmiTransport, droppedTotal } from '../src/bmc/ipmi/transport.js';
 import { InMemoryMachine } from '../src/lab/vbmc/machine.js';
-import { IpmiBmcServer } from '../src/lab/vbmc/ipmi/server.js';
+import { IpmiBmcServer, type VbmcFaults } from '../src/lab/vbmc/ipmi/server.js';
+import {
+  childrenCpuMs,
+  freeipmiCredentials,
+  ipmipowerArgs,
+  ownCpuMs,
+  parseIpmipowerStat,
+  requirePeer,
+} from './bmc-peers.js';
 
 const USER = 'admin';
 const PASSWORD = 'bench-password';
+const HOST = '127.0.0.1';
+const SUITE = 17;
 
 function envInt(name: string, fallback: number): number {
   const v = Number(process.env[name]);
   return Number.isInteger(v) && v > 0 ? v : fallback;
 }
 
-/** Child mode: serve `count` BMCs and report their ports over IPC. */
-async function serve(count: number): Promise<void> {
+/** Child mode: serve `count` BMCs, report their ports over IPC, take reply delays from the parent. */
+async function serve(count: number, basePort: number): Promise<void> {
+  const faults: VbmcFaults = { replyDelayMs: 0 };
   const servers: IpmiBmcServer[] = [];
   const ports: number[] = [];
   for (let i = 0; i < count; i++) {
     const machine = new InMemoryMachine({ name: `bench-${i}`, power: i % 2 === 0 ? 'on' : 'off' });
-    const server = new IpmiBmcServer({ backend: machine, username: USER, password: new Secret(PASSWORD) });
-    ports.push((await server.listen({ host: '127.0.0.1', port: 0 })).port);
+    const server = new IpmiBmcServer({
+      backend: machine,
+      username: USER,
+      password: new Secret(PASSWORD),
+      faults,
+    });
+    ports.push((await server.listen({ host: HOST, port: basePort + i })).port);
     servers.push(server);
   }
+  process.on('message', (m: { delayMs: number }) => {
+    faults.replyDelayMs = m.delayMs;
+    process.send?.({ delayMs: m.delayMs });
+  });
   process.send?.({ ports });
   process.on('disconnect', () => {
     void Promise.all(servers.map((s) => s.close())).then(() => process.exit(0));
   });
 }
 
-/** Run `task` over `items` with at most `limit` in flight; returns per-item durations (ms). */
-async function pool<T>(items: readonly T[], limit: number, task: (item: T) => Promise<void>): Promise<number[]> {
-  const durations: number[] = new Array<number>(items.length).fill(0);
+/** Run `task` over `items` with at most `limit` in flight. */
+async function pool<T>(items: readonly T[], limit: number, task: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
   const worker = async (): Promise<void> => {
-    while (next < items.length) {
-      const i = next++;
-      const started = performance.now();
-      await task(items[i] as T);
-      durations[i] = performance.now() - started;
-    }
+    while (next < items.length) await task(items[next++] as T);
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  return durations;
 }
 
-function percentile(values: readonly number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const index = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
-  return sorted[index] ?? 0;
+function median(values: readonly number[]): number {
+  const s = [...values].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 }
 
-interface Result {
-  readonly label: string;
-  readonly count: number;
+/** One sweep: wall time (ms), client CPU (ms) and operations done. */
+interface Sweep {
   readonly wallMs: number;
-  readonly durations: readonly number[];
+  readonly cpuMs: number;
+  readonly ops: number;
+  /** Operations that failed (ipmipower: hosts it reported neither on nor off). */
+  readonly failed?: number;
+  /** Datagrams stackctl sent (1 per operation when the sessions stayed open). */
+  readonly sent?: number;
 }
 
-function report(r: Result): void {
-  const rate = (r.count / r.wallMs) * 1000;
-  console.log(
-    `${r.label.padEnd(44)} ${String(r.count).padStart(4)} ops  wall ${r.wallMs.toFixed(0).padStart(6)} ms  ` +
-      `${rate.toFixed(0).padStart(6)} ops/s  p50 ${percentile(r.durations, 50).toFixed(1).padStart(6)} ms  ` +
-      `p99 ${percentile(r.durations, 99).toFixed(1).padStart(6)} ms`,
-  );
-}
-
-function ipmitoolStatus(port: number): Promise<void> {
+/** Run a peer; its output whatever its exit status (ipmipower exits 1 when one host failed), unless it did not run. */
+function run(execPath: string, args: readonly string[], env: NodeJS.ProcessEnv): Promise<string> {
   return new Promise((resolve, reject) => {
-    execFile(
-      'ipmitool',
-      ['-I', 'lanplus', '-H', '127.0.0.1', '-p', String(port), '-U', USER, '-E', '-C', '17', 'power', 'status'],
-      { env: { ...process.env, IPMI_PASSWORD: PASSWORD }, timeout: 30_000 },
-      (err, stdout) => {
-        if (err || !/Chassis Power is (on|off)/.test(stdout)) reject(err ?? new Error(`ipmitool said: ${stdout}`));
-        else resolve();
-      },
+    execFile(execPath, args, { env, timeout: 120_000, maxBuffer: 16 << 20 }, (err, stdout, stderr) =>
+      err && typeof err.code !== 'number'
+        ? reject(new Error(`${execPath}: ${err.message}\n${stderr}`))
+        : resolve(stdout),
     );
   });
 }
 
 async function main(): Promise<void> {
+  const ipmitool = requirePeer('ipmitool');
+  const ipmipower = requirePeer('ipmipower');
   const count = envInt('BENCH_BMCS', 500);
-  const concurrency = envInt('BENCH_CONCURRENCY', 16);
+  // ipmipower 64 operations at once (from 200 at once, some of its sessions time out against these BMCs on
+  // 2 cores); stackctl the same; ipmitool (a process each) 16: more only queues process start-ups
+  const fanout = envInt('BENCH_FANOUT', 64);
+  const concurrency = envInt('BENCH_CONCURRENCY', fanout);
+  const toolConcurrency = envInt('BENCH_IPMITOOL_CONCURRENCY', 16);
+  const rounds = envInt('BENCH_ROUNDS', 3);
   const toolCount = Math.min(count, envInt('BENCH_IPMITOOL_BMCS', count));
+  const delays = (process.env.BENCH_DELAYS ?? '0,20').split(',').map(Number);
 
-  const child: ChildProcess = fork(fileURLToPath(import.meta.url), ['--serve', String(count)], { stdio: 'inherit' });
+  const basePort = envInt('BENCH_PORT_BASE', 20000);
+  const child: ChildProcess = fork(fileURLToPath(import.meta.url), ['--serve', String(count), String(basePort)], {
+    stdio: 'inherit',
+  });
   const ports = await new Promise<number[]>((resolve, reject) => {
     child.once('message', (m) => resolve((m as { ports: number[] }).ports));
     child.once('exit', (code) => reject(new Error(`BMC server process exited with ${code}`)));
   });
+  const setDelay = (delayMs: number): Promise<void> =>
+    new Promise((resolve) => {
+      child.once('message', () => resolve());
+      child.send({ delayMs });
+    });
+  const credentials = freeipmiCredentials(USER, PASSWORD);
+  const load0 = loadavg();
   console.log(
-    `${count} virtual IPMI BMCs (lanplus, suites 17 and 3) on 127.0.0.1 in a child process; concurrency ${concurrency}`,
+    `${count} virtual IPMI BMCs (lanplus, suite ${SUITE}) on ${HOST} in a child process; reply delays ` +
+      `${delays.join(', ')} ms; in flight: ipmitool ${toolConcurrency} processes, ipmipower fanout ${fanout}, ` +
+      `stackctl ${concurrency} operations; median of ${rounds} rounds; load average ${load0.map((l) => l.toFixed(2)).join(' ')}`,
   );
 
+  const transport = new IpmiTransport();
+  const targets = ports.map((port, i) => ({
+    node: `bench-${i}`,
+    address: `ipmi://${HOST}:${port}`,
+    username: USER,
+    password: new Secret(PASSWORD),
+  }));
+  // kept open across rounds and delays: the sessions a provisioning run holds
+  const drivers = targets.map((t) => new IpmiDriver(t, { transport }));
+
+  const clients: Record<string, () => Promise<Sweep>> = {
+    'ipmitool, a process per BMC': async () => {
+      const env = { ...process.env, IPMI_PASSWORD: PASSWORD };
+      const cpu0 = childrenCpuMs();
+      const t0 = performance.now();
+      await pool(ports.slice(0, toolCount), toolConcurrency, async (port) => {
+        const out = await run(
+          ipmitool,
+          ['-I', 'lanplus', '-H', HOST, '-p', String(port), '-U', USER, '-E', '-C', String(SUITE), 'power', 'status'],
+          env,
+        );
+        if (!/Chassis Power is (on|off)/.test(out)) throw new Error(`ipmitool said: ${out}`);
+      });
+      return { wallMs: performance.now() - t0, cpuMs: childrenCpuMs() - cpu0, ops: toolCount };
+    },
+    'ipmipower, one process for every BMC': async () => {
+      const args = ipmipowerArgs({ configFile: credentials.file, host: HOST, ports, suite: SUITE, fanout });
+      const cpu0 = childrenCpuMs();
+      const t0 = performance.now();
+      const sweep = parseIpmipowerStat(await run(ipmipower, args, process.env));
+      const wallMs = performance.now() - t0;
+      const failed = count - sweep.on - sweep.off;
+      if (failed) console.log(`  ipmipower: ${failed} of ${count} failed, e.g. ${sweep.other[0] ?? '(no line)'}`);
+      return { wallMs, cpuMs: childrenCpuMs() - cpu0, ops: count, failed };
+    },
+    'stackctl, a session per operation': async () => {
+      const sent0 = transport.counters.sent;
+      const cpu0 = process.cpuUsage();
+      const t0 = performance.now();
+      await pool(targets, concurrency, async (t) => {
+        const d = new IpmiDriver(t, { transport });
+        await d.powerState();
+        await d.close();
+      });
+      const wallMs = performance.now() - t0;
+      return { wallMs, cpuMs: ownCpuMs(cpu0), ops: count, sent: transport.counters.sent - sent0 };
+    },
+    'stackctl, sessions kept open': async () => {
+      // not timed: the other clients' sweeps may have outlasted the sessions' idle limit (30 s); a
+      // provisioning loop polling every few seconds keeps them open
+      await pool(drivers, concurrency, async (d) => void (await d.powerState()));
+      const sent0 = transport.counters.sent;
+      const cpu0 = process.cpuUsage();
+      const t0 = performance.now();
+      await pool(drivers, concurrency, async (d) => void (await d.powerState()));
+      const wallMs = performance.now() - t0;
+      return { wallMs, cpuMs: ownCpuMs(cpu0), ops: count, sent: transport.counters.sent - sent0 };
+    },
+  };
+  const names = Object.keys(clients);
+  const samples = new Map<string, Sweep[]>();
+
   try {
-    // stackctl, cold: every operation opens a session (discovery, RAKP 1-4), reads the status and closes it,
-    // the same work one ipmitool run does.
-    const transport = new IpmiTransport();
-    const targets = ports.map((port, i) => ({
-      node: `bench-${i}`,
-      address: `ipmi://127.0.0.1:${port}`,
-      username: USER,
-      password: new Secret(PASSWORD),
-    }));
-    const coldOp = async (t: (typeof targets)[number]): Promise<void> => {
-      const d = new IpmiDriver(t, { transport });
-      await d.powerState();
-      await d.close();
-    };
-    // Warm-up (JIT, buffers) on a slice of the BMCs; each operation closes its session, so nothing carries over.
-    await pool(targets.slice(0, Math.min(100, count)), concurrency, coldOp);
-    let started = performance.now();
-    const cold = await pool(targets, concurrency, coldOp);
-    const coldResult = {
-      label: 'stackctl power status (session per op)',
-      count,
-      wallMs: performance.now() - started,
-      durations: cold,
-    };
-    report(coldResult);
-
-    // stackctl, warm: sessions kept open, as the provisioning loop uses them while polling power state.
-    const drivers = targets.map((t) => new IpmiDriver(t, { transport }));
+    // warm-up: JIT, buffers, page cache of the peers' binaries; opens the kept sessions
+    await setDelay(0);
     await pool(drivers, concurrency, async (d) => void (await d.powerState()));
-    started = performance.now();
-    const warm = await pool(drivers, concurrency, async (d) => void (await d.powerState()));
-    const warmResult = {
-      label: 'stackctl power status (open sessions)',
-      count,
-      wallMs: performance.now() - started,
-      durations: warm,
-    };
-    report(warmResult);
-    await pool(drivers, concurrency, (d) => d.close());
-    const c = transport.counters;
-    console.log(
-      `  client socket: sent ${c.sent}, received ${c.received}, retransmits ${c.retransmits}, ` +
-        `timeouts ${c.timeouts}, dropped ${droppedTotal(c)}`,
-    );
-    await transport.close();
-
-    // ipmitool: one process per BMC, the same concurrency.
-    started = performance.now();
-    const tool = await pool(ports.slice(0, toolCount), concurrency, ipmitoolStatus);
-    const toolResult = {
-      label: 'ipmitool -I lanplus -C 17 power status',
-      count: toolCount,
-      wallMs: performance.now() - started,
-      durations: tool,
-    };
-    report(toolResult);
-
-    const perOpTool = toolResult.wallMs / toolCount;
-    const note = toolCount < count ? ` (ipmitool ran on ${toolCount} of ${count} BMCs)` : '';
-    console.log(
-      `ratio, wall time per BMC, ipmitool / stackctl: ${(perOpTool / (coldResult.wallMs / count)).toFixed(1)}x ` +
-        `with a session per operation, ${(perOpTool / (warmResult.wallMs / count)).toFixed(1)}x with open sessions${note}`,
-    );
+    for (const name of names.slice(0, 2)) await clients[name]!();
+    for (let round = 0; round < rounds; round++) {
+      for (const delayMs of delays) {
+        await setDelay(delayMs);
+        for (let k = 0; k < names.length; k++) {
+          const name = names[(k + round) % names.length]!;
+          const s = await clients[name]!();
+          const key = `${delayMs}\t${name}`;
+          samples.set(key, [...(samples.get(key) ?? []), s]);
+        }
+      }
+    }
   } finally {
+    await pool(drivers, concurrency, (d) => d.close());
+    await transport.close();
+    credentials.remove();
     child.disconnect();
     await new Promise((r) => (child.exitCode === null ? child.once('exit', r) : r(undefined)));
   }
+
+  const load1 = loadavg();
+  console.log('');
+  console.log(
+    `${'client'.padEnd(38)} ${'delay'.padStart(6)} ${'ops'.padStart(5)} ${'sweep wall'.padStart(11)} ` +
+      `${'per op'.padStart(9)} ${'CPU/op'.padStart(9)} ${'failed'.padStart(6)} ${'datagrams/op'.padStart(12)}`,
+  );
+  const wallPerOp = new Map<string, number>();
+  for (const delayMs of delays) {
+    for (const name of names) {
+      const s = samples.get(`${delayMs}\t${name}`)!;
+      const ops = s[0]!.ops;
+      const wall = median(s.map((x) => x.wallMs));
+      const cpu = median(s.map((x) => x.cpuMs));
+      wallPerOp.set(`${delayMs}\t${name}`, wall / ops);
+      console.log(
+        `${name.padEnd(38)} ${`${delayMs} ms`.padStart(6)} ${String(ops).padStart(5)} ` +
+          `${`${wall.toFixed(0)} ms`.padStart(11)} ${`${(wall / ops).toFixed(2)} ms`.padStart(9)} ` +
+          `${`${(cpu / ops).toFixed(3)} ms`.padStart(9)} ` +
+          `${String(s.reduce((n, x) => n + (x.failed ?? 0), 0)).padStart(6)} ` +
+          `${s[0]!.sent === undefined ? '' : (median(s.map((x) => x.sent ?? 0)) / ops).toFixed(1).padStart(12)}`,
+      );
+    }
+  }
+  console.log('');
+  for (const delayMs of delays) {
+    const power = wallPerOp.get(`${delayMs}\t${names[1]}`)!;
+    const ratio = (name: string): string => (power / wallPerOp.get(`${delayMs}\t${name}`)!).toFixed(2);
+    console.log(
+      `at ${delayMs} ms, wall time per BMC, ipmipower / stackctl: ${ratio(names[2]!)}x with a session per ` +
+        `operation, ${ratio(names[3]!)}x with open sessions`,
+    );
+  }
+  const c = transport.counters;
+  console.log(
+    `stackctl socket: sent ${c.sent}, received ${c.received}, retransmits ${c.retransmits}, ` +
+      `timeouts ${c.timeouts}, dropped ${droppedTotal(c)}`,
+  );
+  console.log(
+    `load average before ${load0.map((l) => l.toFixed(2)).join(' ')}, after ${load1.map((l) => l.toFixed(2)).join(' ')}`,
+  );
 }
 
 const serveIndex = process.argv.indexOf('--serve');
 if (serveIndex >= 0) {
-  void serve(Number(process.argv[serveIndex + 1] ?? 1));
+  void serve(Number(process.argv[serveIndex + 1] ?? 1), Number(process.argv[serveIndex + 2] ?? 20000));
 } else {
   main().catch((err: unknown) => {
-    console.error(err);
+    console.error(err instanceof Error ? err.message : err);
     process.exitCode = 1;
   });
 }

@@ -182,3 +182,37 @@ describe('the virtual BMC with junk and many peers', () => {
     }
   });
 });
+
+describe('the virtual BMC with a reply delay', () => {
+  it('holds every answer for faults.replyDelayMs, read at each answer, and still serves the session', async () => {
+    const held: number[] = [];
+    const faults = { replyDelayMs: 20 };
+    const machine = new InMemoryMachine({ name: 'slow', power: 'on' });
+    const server = new IpmiBmcServer({
+      backend: machine,
+      username: 'admin',
+      password: new Secret('pw'),
+      faults,
+      // a real timer, recorded: the answer goes out only through it
+      schedule: (send, ms) => {
+        held.push(ms);
+        setTimeout(send, ms);
+      },
+    });
+    const { port } = await server.listen({ port: 0 });
+    servers.push(server);
+    const target = { node: 'slow', address: `ipmi://127.0.0.1:${port}`, username: 'admin', password: new Secret('pw') };
+    const d = new IpmiDriver(target, { timeoutMs: 2000, retries: 1 });
+    expect(await d.powerState()).toBe('on');
+    // every datagram the BMC answered went through the delay (discovery, RAKP, the command)
+    expect(held.length).toBe(server.counters.sent);
+    expect(held.length).toBeGreaterThanOrEqual(4);
+    expect(new Set(held)).toEqual(new Set([20]));
+
+    faults.replyDelayMs = 0; // changed between runs: answers go out at once
+    const before = held.length;
+    expect(await d.powerState()).toBe('on');
+    expect(held.length).toBe(before);
+    await d.close();
+  });
+});

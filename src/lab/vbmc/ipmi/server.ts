@@ -60,6 +60,9 @@ import { CC, handleCommand, type CommandResult } from './commands.js';
 /** Completion code of a busy BMC (fault injection). */
 const BUSY = 0xc0;
 
+/** Runs `send` after `ms` on a timer that does not keep the process alive. */
+const defaultSchedule = (send: () => void, ms: number): void => void setTimeout(send, ms).unref();
+
 /** The LAN channel number this BMC reports. */
 export const LAN_CHANNEL = 0x01;
 
@@ -99,6 +102,8 @@ export interface IpmiBmcServerOptions {
   readonly now?: () => number;
   readonly random?: RandomBytes;
   readonly createSocket?: () => Socket;
+  /** Runs `send` after `ms` (faults.replyDelayMs); setTimeout by default. */
+  readonly schedule?: (send: () => void, ms: number) => void;
   /** Fault injection for tests and benchmarks of client resilience. */
   readonly faults?: VbmcFaults;
 }
@@ -114,6 +119,11 @@ export interface VbmcFaults {
    * reply after the BMC acted). A retransmission of the same request is answered again, not executed again.
    */
   loseReplies?: { readonly netFn: number; readonly cmd: number; count: number };
+  /**
+   * Hold every answer this long (ms) before sending it: the round trip of a real network and BMC firmware,
+   * where a session kept open saves the most. Read at each answer, so a benchmark can change it between runs.
+   */
+  replyDelayMs?: number;
 }
 
 /** Where a virtual BMC listens. */
@@ -197,9 +207,15 @@ export class IpmiBmcServer {
       this.counters.received += 1;
       void this.handle(msg, `${rinfo.address}:${rinfo.port}`).then((reply) => {
         if (!reply) return;
-        // No completion callback: the send completes synchronously when it can (errors reach 'error').
-        socket.send(reply, rinfo.port, rinfo.address);
-        this.counters.sent += 1;
+        const send = (): void => {
+          if (this.#socket !== socket) return; // closed while the answer was held
+          // No completion callback: the send completes synchronously when it can (errors reach 'error').
+          socket.send(reply, rinfo.port, rinfo.address);
+          this.counters.sent += 1;
+        };
+        const delay = this.#o.faults?.replyDelayMs ?? 0;
+        if (delay > 0) (this.#o.schedule ?? defaultSchedule)(send, delay);
+        else send();
       });
     });
     this.#socket = socket;
