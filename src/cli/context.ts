@@ -11,6 +11,8 @@ import { loadCatalog, type Catalog } from '../roles/catalog.js';
 import { loadRelease } from '../roles/release.js';
 import type { Release } from '../roles/schema.js';
 import { buildPlan, type PlanResult } from '../roles/plan.js';
+import { certsDirFor } from '../certs/files.js';
+import { loadTlsMaterial } from '../certs/served.js';
 import { resolveDigests, unpinnedImages } from '../images/pin.js';
 import type { RegistryAccess } from '../images/registry-api.js';
 import {
@@ -121,6 +123,10 @@ export function planOf(all: Loaded, opts: { readonly keepRendered?: boolean } = 
     release: all.release,
     addresses: all.allocation.addresses,
     ...(all.secrets ? { secrets: all.secrets.services } : {}),
+    // the served certificates' PEMs are read only where the real files are rendered (with the secrets)
+    ...(all.secrets && all.loaded.inventory.tls
+      ? { tls: loadTlsMaterial(all.inventoryFile, certsDirFor(all.inventoryFile), all.loaded.inventory.tls) }
+      : {}),
     pins: digestsOf(all.pins),
     ...(opts.keepRendered === false ? { keepRendered: false } : {}),
   });

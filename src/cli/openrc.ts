@@ -2,6 +2,8 @@ import type { Command } from 'commander';
 import { IoError } from '../core/errors.js';
 import { writeFileAtomic } from '../core/fs.js';
 import { adminCredentials } from '../roles/credentials.js';
+import { caFile } from '../certs/served.js';
+import { certsDirFor } from '../certs/files.js';
 import { loadAll, planOf } from './context.js';
 import { inventoryOptions, osInterfaceOption, type CommonOpts, type OsInterface } from './options.js';
 import { out } from './output.js';
@@ -32,9 +34,11 @@ export function registerOpenrc(program: Command): void {
       });
     }
     const { plan } = planOf(all);
+    const cacert = caFile(all.inventoryFile, certsDirFor(all.inventoryFile), all.loaded.inventory.tls);
     const creds = adminCredentials(plan, password, {
       iface: opts.osInterface,
       region: all.loaded.inventory.cloud.region ?? 'RegionOne',
+      ...(cacert ? { cacert } : {}),
     });
     if (!creds) {
       throw new IoError('E_NO_KEYSTONE', 'no node of this inventory runs keystone', {

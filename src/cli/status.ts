@@ -7,7 +7,13 @@ import { collectStatus, STATUS_DEFAULTS } from '../status/collect.js';
 import { formatStatus } from '../status/format.js';
 import type { StatusReport } from '../status/model.js';
 import { checkTags } from '../images/pin.js';
-import { loadAll, planOf, registryAccess } from './context.js';
+import { loadAll, planOf, registryAccess, type Loaded } from './context.js';
+import { EXPIRY_THRESHOLD_DAYS, type ReadCertificate } from '../certs/expiry.js';
+import { certsDirFor, readPem } from '../certs/files.js';
+import { readServedCertificate } from '../certs/probe.js';
+import { caFile } from '../certs/served.js';
+import { readCertificate } from '../certs/x509.js';
+import type { Plan } from '../roles/plan.js';
 import { RANGE, numberOption, secondsOption } from './numbers.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
 import { out, printIssues } from './output.js';
@@ -19,6 +25,36 @@ export interface StatusOpts extends CommonOpts {
   concurrency?: number;
   /** Seconds. */
   timeout?: number;
+  /** Fewer days left on a served certificate fail the status (default: inventory tls.expiry_days, else 30). */
+  certDays?: number;
+}
+
+/**
+ * What status reads of TLS: the CA from its file, and each endpoint HAProxy serves over TLS at
+ * every address it is served on (the first TLS frontend's port), as a client meets it.
+ */
+export function certificateReader(all: Loaded, plan: Plan): (() => Promise<ReadCertificate[]>) | undefined {
+  if (!plan.tls?.length) return undefined;
+  const ca = caFile(all.inventoryFile, certsDirFor(all.inventoryFile), all.loaded.inventory.tls);
+  const targets: { name: string; host: string; port: number }[] = [];
+  for (const name of plan.tls) {
+    const vip = name === 'public' ? plan.vips['external'] : plan.vips['internal_api'];
+    const f = plan.services.flatMap((s) => s.frontends).find((x) => x.tls?.length && (!vip || x.tls.includes(vip)));
+    for (const host of f?.tls ?? []) if (!vip || host === vip) targets.push({ name, host, port: f!.port });
+  }
+  return async () => {
+    const read: ReadCertificate[] = [];
+    if (ca) {
+      try {
+        const info = readCertificate(readPem(ca));
+        read.push({ name: 'ca', where: ca, subject: info.subject, notBefore: info.notBefore, notAfter: info.notAfter });
+      } catch (e) {
+        read.push({ name: 'ca', where: ca, error: (e as Error).message });
+      }
+    }
+    read.push(...(await Promise.all(targets.map((t) => readServedCertificate(t.name, t.host, t.port)))));
+    return read;
+  };
 }
 
 /** Side effects of the command (tests pass their own output sink). */
@@ -61,11 +97,20 @@ export async function runStatus(o: StatusOpts, deps: StatusCliDeps = { write: ou
       })?.env
     : undefined;
 
+  const readCertificates = certificateReader(all, plan);
+  const certThresholdDays = o.certDays ?? all.loaded.inventory.tls?.expiry_days ?? EXPIRY_THRESHOLD_DAYS;
   const pool = openPool(all.inventoryFile, { connectTimeoutMs: Math.min(CONNECT_TIMEOUT_MS, timeoutS * 1000) });
   const remotes: Remote[] = [];
   try {
     const report = await collectStatus(
-      { plan, deployPlan, services, roles: all.catalog.provides, ...(credentials ? { credentials } : {}) },
+      {
+        plan,
+        deployPlan,
+        services,
+        roles: all.catalog.provides,
+        certThresholdDays,
+        ...(credentials ? { credentials } : {}),
+      },
       {
         connect: (name) => {
           const addresses = all.allocation.addresses.get(name) ?? {};
@@ -81,6 +126,7 @@ export async function runStatus(o: StatusOpts, deps: StatusCliDeps = { write: ou
         },
         // Has a pinned tag moved in the registry since? (read-only; the pins stay as they are)
         checkTags: (images) => checkTags(images, registryAccess(all)),
+        ...(readCertificates ? { readCertificates } : {}),
       },
       { concurrency, timeoutMs: timeoutS * 1000 },
     );
@@ -110,6 +156,13 @@ export function registerStatus(program: Command): void {
         "deadline of each node's queries and of each cluster command",
         { min: 5, max: 3600 },
         STATUS_DEFAULTS.timeoutMs / 1000,
+      ),
+    )
+    .addOption(
+      numberOption(
+        '--cert-days <n>',
+        'fail when a served certificate or the CA has fewer days left (default: inventory tls.expiry_days, else 30)',
+        { min: 0, max: 3650 },
       ),
     )
     .action(async (o: StatusOpts) => void (await runStatus(o)));

@@ -1,10 +1,13 @@
 import { spawn } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { IoError, RemoteError } from '../core/errors.js';
 import { exists, writeFileAtomic } from '../core/fs.js';
 import { adminCredentials } from '../roles/credentials.js';
+import { certsDirFor } from '../certs/files.js';
+import { caFile } from '../certs/served.js';
+import { fetchTrusting } from '../tempest/ca-fetch.js';
 import { listFlavorsAndImages, type CloudDeps } from '../tempest/cloud.js';
 import { chooseResources, renderTempestConf, resolveResource } from '../tempest/config.js';
 import { formatSummary, parseTrace, summarize, type RunSummary } from '../tempest/results.js';
@@ -61,12 +64,19 @@ export async function runTempestConfig(
   const { plan } = planOf(all);
   const region = all.loaded.inventory.cloud.region ?? 'RegionOne';
   const creds = adminCredentials(plan, password, { iface, region });
+  // an https:// endpoint is checked against the cloud's CA (stackctl's or the operator's)
+  const caPath = caFile(all.inventoryFile, certsDirFor(all.inventoryFile), all.loaded.inventory.tls);
+  const caPem =
+    creds?.url.startsWith('https://') && caPath && existsSync(caPath) ? readFileSync(caPath, 'utf8') : undefined;
   if (!creds)
     throw new IoError('E_NO_KEYSTONE', 'no node of this inventory runs keystone', {
       hint: 'Give a node a role with the keystone service (Controller or AllInOne).',
     });
   const choice = chooseResources(plan, o);
-  const found = await listFlavorsAndImages({ authUrl: creds.url, password, region, iface }, deps);
+  const found = await listFlavorsAndImages(
+    { authUrl: creds.url, password, region, iface },
+    caPem && !deps.fetch ? { ...deps, fetch: fetchTrusting(caPem) } : deps,
+  );
   // both checked before anything is written: a wrong name never leaves a half-made workspace
   const refs = {
     flavor: resolveResource('flavor', choice.flavor, found.flavors),
@@ -86,10 +96,12 @@ export async function runTempestConfig(
     computeNodes: plan.nodes.filter((n) => n.services.includes('nova-compute')).length,
     refs,
     workspace,
+    ...(caPem ? { caFile: join(workspace, 'etc', 'ca.pem') } : {}),
   });
   for (const d of ['etc', 'logs', 'tempest_lock']) mkdirSync(join(workspace, d), { recursive: true });
   writeFileAtomic(join(workspace, 'etc', 'tempest.conf'), conf, 0o600);
   writeFileAtomic(join(workspace, 'etc', 'exclude.txt'), excludeListFile());
+  if (caPem) writeFileAtomic(join(workspace, 'etc', 'ca.pem'), caPem, 0o644);
   write(
     `${workspace}: Tempest workspace for cloud ${plan.cloud.name} (${creds.url}, region ${region}); ` +
       `flavor ${choice.flavor} (${refs.flavor}), image ${choice.image} (${refs.image})\n`,

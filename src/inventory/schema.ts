@@ -280,8 +280,36 @@ export const TlsFilesSchema = Type.Object(
   { ...strict, description: "an operator's certificate and key for one endpoint" },
 );
 
+/** Days left under which `stackctl status` fails on a served certificate (tls.expiry_days). */
+export const TLS_EXPIRY_DAYS_DEFAULT = 30;
+
 export const TlsSchema = Type.Object(
   {
+    public: Type.Optional(
+      Type.Boolean({
+        default: true,
+        description:
+          'HAProxy terminates TLS on the external network (the public API endpoints become https://, plain HTTP ' +
+          'there is no longer served); default true once a tls: section exists',
+      }),
+    ),
+    internal: Type.Optional(
+      Type.Boolean({
+        default: false,
+        description:
+          'HAProxy terminates TLS on the internal_api network too. Not available yet: the services do not trust ' +
+          "the cloud's CA for their internal calls (inventory validate refuses true)",
+      }),
+    ),
+    expiry_days: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        maximum: 825,
+        default: TLS_EXPIRY_DAYS_DEFAULT,
+        description:
+          "stackctl status fails (naming it) on a served certificate or the CA with fewer days left (status' --cert-days overrides)",
+      }),
+    ),
     ca: Type.Optional(TlsCaSchema),
     endpoints: Type.Optional(
       Type.Object(

@@ -11,12 +11,13 @@ export type EndpointInterface = 'public' | 'internal';
 
 /**
  * OS_* variables of the admin user for `iface`, or undefined when no node
- * runs keystone (the plan has no identity endpoint).
+ * runs keystone (the plan has no identity endpoint). `cacert`: the CA file
+ * the client verifies an https:// endpoint with (OS_CACERT).
  */
 export function adminCredentials(
   plan: Plan,
   password: Secret,
-  opts: { iface: EndpointInterface; region: string },
+  opts: { iface: EndpointInterface; region: string; cacert?: string },
 ): { url: string; env: Record<string, string | Secret> } | undefined {
   const identity = plan.services
     .find((s) => s.name === 'keystone')
@@ -34,6 +35,8 @@ export function adminCredentials(
       OS_PROJECT_DOMAIN_NAME: 'Default',
       OS_REGION_NAME: opts.region,
       OS_INTERFACE: opts.iface,
+      // the cloud's CA, for an https:// endpoint its certificate verifies against
+      ...(opts.cacert && identity.url.startsWith('https://') ? { OS_CACERT: opts.cacert } : {}),
     },
   };
 }

@@ -5,7 +5,7 @@
  * the rendering is refused; anything else goes through one of the format's
  * escapers (`{{ini x}}`, `{{sh x}}`, ...), which write any value the format
  * can hold. No value, escaped or not, may hold a control character
- * (CONTROL_CHARS). Pure functions; src/roles/templates.ts wires them into
+ * (CONTROL_CHARS), but for the newlines of a PEM file (format `pem`). Pure functions; src/roles/templates.ts wires them into
  * Handlebars.
  */
 import { CONTROL_CHARS } from '../inventory/settings.js';
@@ -229,6 +229,14 @@ export const FORMATS = {
     description: "a libvirt daemon's configuration (libvirtd.conf)",
     chars: /[A-Za-z0-9._:/-]/,
     bareText: 'letters, digits and . _ : / -',
+    escapers: [],
+  },
+  pem: {
+    // PEM blocks only (base64 lines between BEGIN/END lines): its lines are its format, so this is
+    // the one format whose values may hold a newline and a space (and no other control character).
+    description: 'a PEM file (certificates and a private key)',
+    chars: /[A-Za-z0-9+/=\n -]/,
+    bareText: 'PEM blocks: letters, digits, + / = -, spaces and newlines',
     escapers: [],
   },
   key: {

@@ -2,6 +2,7 @@ import { canonicalJson, sha256, uuidFromName } from '../core/hash.js';
 import { InputError } from '../core/errors.js';
 import type { Secret } from '../core/secret.js';
 import type { Inventory } from '../inventory/schema.js';
+import { HAPROXY_CRT_DIR, SERVED_ENDPOINTS, servedEndpoints, type ServedEndpoint } from '../certs/served.js';
 import type { Catalog } from './catalog.js';
 import { describeSetting, SECRET_REF, settingProblem, type SettingValue } from '../inventory/settings.js';
 import { imageRef, pinnedRef } from './release.js';
@@ -39,6 +40,15 @@ export interface PlanInput {
    * show or compare the plan pass false: on 10,000 nodes the files are ~50 MB of text.
    */
   readonly keepRendered?: boolean;
+  /**
+   * The PEM (chain, then key) of each endpoint HAProxy serves over TLS (certs/served.ts
+   * loadTlsMaterial). Rendered like a secret: without `secrets` the files hold placeholders; with
+   * them, a served endpoint without its PEM is refused (E_CERT_MISSING).
+   */
+  readonly tls?: {
+    readonly pems: Partial<Record<ServedEndpoint, Secret>>;
+    readonly missing?: Partial<Record<ServedEndpoint, string>>;
+  };
 }
 
 export interface PlanContainer {
@@ -97,7 +107,13 @@ export interface PlanService {
   readonly nodes: readonly string[];
   readonly bootstrap: string;
   readonly endpoints: readonly { readonly type: string; readonly interface: string; readonly url: string }[];
-  readonly frontends: readonly { readonly name: string; readonly vips: readonly string[]; readonly port: number }[];
+  readonly frontends: readonly {
+    readonly name: string;
+    readonly vips: readonly string[];
+    readonly port: number;
+    /** The addresses among `vips` where HAProxy terminates TLS (absent: none). */
+    readonly tls?: readonly string[];
+  }[];
 }
 
 /** One action of a step; steps are barriers across nodes. */
@@ -141,6 +157,8 @@ export interface Plan {
     readonly secrets: 'present' | 'absent';
   };
   readonly vips: Readonly<Record<string, string>>;
+  /** The endpoints HAProxy serves over TLS (inventory `tls`), absent when none. */
+  readonly tls?: readonly ServedEndpoint[];
   /** Every image the containers of the plan use, by tag reference, with its pin. */
   readonly images: readonly PlanImage[];
   readonly nodes: readonly PlanNode[];
@@ -336,6 +354,31 @@ export function buildPlan(input: PlanInput): PlanResult {
     return (first && input.addresses.get(first)?.[net]) ?? '';
   };
 
+  // TLS: the networks whose HTTP frontends HAProxy terminates TLS on, and the PEM it reads there.
+  const served = servedEndpoints(inv.tls);
+  if (served.includes('internal'))
+    throw new InputError('E_TLS_INTERNAL', 'tls.internal: true is not available yet', {
+      hint:
+        "The services do not trust the cloud's CA for their calls to the internal endpoints yet: remove tls.internal " +
+        '(the internal network stays plain HTTP, see docs/tls.md).',
+    });
+  const tlsNetwork = new Map<string, ServedEndpoint>(served.map((e) => [SERVED_ENDPOINTS[e].network, e]));
+  const scheme = (net: string): 'http' | 'https' => (tlsNetwork.has(net) ? 'https' : 'http');
+  const tlsSecret = (e: ServedEndpoint): string => `tls_${e}_pem`;
+  if (input.secrets)
+    for (const e of served)
+      if (!input.tls?.pems[e])
+        throw new InputError(
+          'E_CERT_MISSING',
+          `the ${e} endpoint is served over TLS (inventory tls) but its certificate cannot be read: ${input.tls?.missing?.[e] ?? 'not loaded'}`,
+          {
+            hint: "Run 'stackctl certs generate -i INVENTORY' (or name the operator's files under tls.endpoints), then plan again.",
+          },
+        );
+  const tlsContext: Record<string, SecretRef | false> = {};
+  for (const e of Object.keys(SERVED_ENDPOINTS) as ServedEndpoint[])
+    tlsContext[e] = served.includes(e) ? new SecretRef(tlsSecret(e)) : false;
+
   // Templates render with placeholders; the real files get the values substituted afterwards.
   const secretRefs: Record<string, SecretRef> = {};
   for (const svc of usedServices) {
@@ -355,7 +398,9 @@ export function buildPlan(input: PlanInput): PlanResult {
       }
     }
   }
-  const secretValue = (name: string): string | undefined => input.secrets?.get(name)?.reveal();
+  const tlsValues = new Map(served.map((e) => [tlsSecret(e), input.tls?.pems[e]]));
+  const secretValue = (name: string): string | undefined =>
+    (tlsValues.has(name) ? tlsValues.get(name) : input.secrets?.get(name))?.reveal();
 
   const bootstrap = new Map<string, string>();
   for (const [svc, nodes] of serviceNodes) bootstrap.set(svc, nodes[0]!);
@@ -371,6 +416,9 @@ export function buildPlan(input: PlanInput): PlanResult {
   const frontends = usedServices.flatMap((svc) =>
     (svc.haproxy ?? []).map((f) => {
       const net = f.backend_network ?? 'internal_api';
+      const nets = f.vip_networks.filter((n) => apiHost(n) !== '');
+      // TLS is terminated on HTTP frontends only; backends stay plain HTTP on the internal network.
+      const secured = (n: string): boolean => f.mode === 'http' && tlsNetwork.has(n);
       return {
         name: f.name,
         service: svc.name,
@@ -380,7 +428,10 @@ export function buildPlan(input: PlanInput): PlanResult {
         check: f.check ?? '',
         check_port: f.check_port ?? 0,
         active_backup: f.active_backup ?? false,
-        binds: f.vip_networks.map((n) => apiHost(n)).filter((a) => a !== ''),
+        binds: nets.filter((n) => !secured(n)).map(apiHost),
+        tls_binds: nets
+          .filter(secured)
+          .map((n) => ({ address: apiHost(n), crt: `${HAPROXY_CRT_DIR}/${tlsNetwork.get(n)!}.pem` })),
         backends: (serviceNodes.get(svc.name) ?? []).map((n) => ({ name: n, ip: input.addresses.get(n)?.[net] ?? '' })),
       };
     }),
@@ -391,12 +442,12 @@ export function buildPlan(input: PlanInput): PlanResult {
       (['public', 'internal', 'admin'] as const).map((iface) => ({
         type: e.type,
         interface: iface,
-        url: `http://${apiHost(iface === 'public' ? 'external' : 'internal_api')}:${e.port}${e.path ?? ''}`,
+        url: `${scheme(iface === 'public' ? 'external' : 'internal_api')}://${apiHost(iface === 'public' ? 'external' : 'internal_api')}:${e.port}${e.path ?? ''}`,
       })),
     );
   const endpointBase = {
-    public: `http://${apiHost('external')}`,
-    internal: `http://${apiHost('internal_api')}`,
+    public: `${scheme('external')}://${apiHost('external')}`,
+    internal: `${scheme('internal_api')}://${apiHost('internal_api')}`,
     public_host: apiHost('external'),
     internal_host: apiHost('internal_api'),
   };
@@ -423,6 +474,7 @@ export function buildPlan(input: PlanInput): PlanResult {
     hosts,
     frontends,
     secrets: secretRefs,
+    tls: tlsContext,
   };
 
   // Each image once: its tag reference, its pin, and what nodes pull.
@@ -521,7 +573,12 @@ export function buildPlan(input: PlanInput): PlanResult {
     endpoints: endpointsOf(svc),
     frontends: frontends
       .filter((f) => f.service === svc.name)
-      .map((f) => ({ name: f.name, vips: f.binds, port: f.port })),
+      .map((f) => ({
+        name: f.name,
+        vips: [...f.binds, ...f.tls_binds.map((b) => b.address)],
+        port: f.port,
+        ...(f.tls_binds.length ? { tls: f.tls_binds.map((b) => b.address) } : {}),
+      })),
   }));
 
   const r = inv.cloud.resources;
@@ -552,6 +609,7 @@ export function buildPlan(input: PlanInput): PlanResult {
       secrets: input.secrets ? 'present' : 'absent',
     },
     vips,
+    ...(served.length ? { tls: served } : {}),
     images: [...images.values()]
       .sort((a, b) => a.ref.localeCompare(b.ref))
       .map(({ key, ref, digest }) => ({ key, ref, ...(digest ? { digest } : {}) })),

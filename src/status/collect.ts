@@ -27,6 +27,7 @@ import {
   type Finding,
   type GaleraDiagnosis,
   type GaleraMember,
+  type CertificatesView,
   type ImagesView,
   type NodeStatus,
   type OpenStackView,
@@ -35,6 +36,7 @@ import {
 import { NOT_DEPLOYED, evaluateOpenStack, novaExpectation } from './openstack.js';
 import { clientContainers, containerClient, novaView } from './openstack-client.js';
 import { STATUS_EXIT, verdictOf } from './verdict.js';
+import { EXPIRY_THRESHOLD_DAYS, evaluateExpiry, expiryProblem, type ReadCertificate } from '../certs/expiry.js';
 
 /** Defaults of a status run. */
 export const STATUS_DEFAULTS = {
@@ -60,6 +62,11 @@ export interface StatusDeps {
    * registry is not asked, and the images view says so.
    */
   readonly checkTags?: (images: readonly PlanImage[]) => Promise<TagCheck[]>;
+  /**
+   * Read the certificates the cloud serves (and its CA) where clients meet them (certs/probe.ts).
+   * Absent: the report has no certificates view.
+   */
+  readonly readCertificates?: () => Promise<readonly ReadCertificate[]>;
   readonly now?: () => number;
 }
 
@@ -75,6 +82,8 @@ export interface StatusInput {
   readonly roles: ServiceRoles;
   /** OS_* variables of the admin user (internal endpoint); undefined without a secrets file. */
   readonly credentials?: Readonly<Record<string, string | Secret>>;
+  /** Fewer days left than this on a served certificate fails the status (default EXPIRY_THRESHOLD_DAYS). */
+  readonly certThresholdDays?: number;
 }
 
 /** Options of a status run. */
@@ -247,7 +256,7 @@ export async function collectStatus(
 
   // 2. Clusters, all at once (each query bounded), as their services' files say to ask them.
   const clustered = [...input.roles.clusterChecks].filter(([service]) => nodesOf(service).length);
-  const [read, openstack, images] = await Promise.all([
+  const [read, openstack, images, certificates] = await Promise.all([
     Promise.all(
       clustered.map(([service, check]) =>
         readCluster(
@@ -261,6 +270,7 @@ export async function collectStatus(
     ),
     openStackView(),
     imagesView(),
+    certificatesView(),
   ]);
   const clusters = await Promise.all(read.map(explainGalera));
 
@@ -289,6 +299,22 @@ export async function collectStatus(
       view: { ...v, members },
       findings: outage ? [...c.findings, { ...outage, subject: v.service }] : c.findings,
     };
+  }
+
+  /** The served certificates and the CA against the expiry threshold; each problem a cloud finding naming it. */
+  async function certificatesView(): Promise<{ view?: CertificatesView; findings: Finding[] }> {
+    if (!deps.readCertificates) return { findings: [] };
+    const thresholdDays = input.certThresholdDays ?? EXPIRY_THRESHOLD_DAYS;
+    const read = await deps.readCertificates();
+    const certs = evaluateExpiry(read, new Date(now()), thresholdDays);
+    const findings: Finding[] = [];
+    for (const c of certs) {
+      const message = expiryProblem(c, thresholdDays);
+      if (message)
+        findings.push({ severity: Severity.UNHEALTHY, node: 'cloud', subject: `certificate ${c.name}`, message });
+    }
+    const state = !certs.length ? ViewState.NOT_DEPLOYED : findings.length ? ViewState.PROBLEM : ViewState.OK;
+    return { view: { state, thresholdDays, certificates: certs }, findings };
   }
 
   /** The checked services' images: pinned tags against the registry, and the images without a pin. */
@@ -403,6 +429,7 @@ export async function collectStatus(
   for (const c of clusters) findings.push(...c.findings.filter(notAlreadySaid));
   findings.push(...openstack.findings);
   findings.push(...images.findings);
+  findings.push(...certificates.findings);
   const verdict = verdictOf(findings);
   return {
     version: STATUS_FORMAT_VERSION,
@@ -415,6 +442,7 @@ export async function collectStatus(
     clusters: clusters.map((c): ClusterView => c.view),
     openstack: openstack.view,
     images: images.view,
+    ...(certificates.view ? { certificates: certificates.view } : {}),
     findings,
     ms: now() - t0,
   };

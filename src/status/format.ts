@@ -77,7 +77,27 @@ export function formatClusters(r: StatusReport): string {
         )
       : '  no hypervisors\n';
   }
-  return s + formatImages(r);
+  return s + formatImages(r) + formatCertificates(r);
+}
+
+/** The served certificates and the CA: one line, then a table. */
+export function formatCertificates(r: StatusReport): string {
+  const v = r.certificates;
+  if (!v) return '';
+  let s = `certificates: ${v.state} (threshold ${v.thresholdDays} days)
+`;
+  if (v.certificates.length)
+    s += table(
+      ['CERTIFICATE', 'WHERE', 'STATE', 'NOT AFTER', 'DAYS LEFT'],
+      v.certificates.map((c) => [
+        c.name,
+        c.where,
+        c.state,
+        c.notAfter ?? '-',
+        c.daysLeft === undefined ? (c.error ?? '-') : String(c.daysLeft),
+      ]),
+    );
+  return s;
 }
 
 /** The images' pins against the registry: one line, then one per moved or gone tag and the unpinned images. */

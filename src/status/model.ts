@@ -4,6 +4,7 @@
  * output is this report as is (docs/cli.md documents it); `version` changes
  * when a field is renamed or removed.
  */
+import type { CertificateExpiry } from '../certs/expiry.js';
 
 /** Version of the JSON shape. */
 export const STATUS_FORMAT_VERSION = 2;
@@ -312,6 +313,14 @@ export interface ImagesView {
   readonly error?: string;
 }
 
+/** The certificates the cloud serves (HAProxy's TLS frontends) and its CA, against the expiry threshold. */
+export interface CertificatesView {
+  /** ok: every one has at least `thresholdDays` left; problem: one expires sooner, expired or could not be read; not deployed: no TLS. */
+  readonly state: ViewState;
+  readonly thresholdDays: number;
+  readonly certificates: readonly CertificateExpiry[];
+}
+
 /** Everything `stackctl status` found. */
 export interface StatusReport {
   readonly version: typeof STATUS_FORMAT_VERSION;
@@ -328,6 +337,8 @@ export interface StatusReport {
   readonly openstack: OpenStackView;
   /** The images' tags in the registry against their pins. */
   readonly images: ImagesView;
+  /** The served certificates' expiry (absent when the status run was not given any to read). */
+  readonly certificates?: CertificatesView;
   readonly findings: readonly Finding[];
   readonly ms: number;
 }

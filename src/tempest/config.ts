@@ -206,6 +206,8 @@ export interface TempestInput {
   readonly refs: { flavor: string; flavorAlt: string; image: string; imageAlt: string };
   /** The workspace folder (absolute): logs and locks go under it. */
   readonly workspace: string;
+  /** The cloud's CA (a file in the workspace) for https:// endpoints: certificates are then verified. */
+  readonly caFile?: string;
 }
 
 /** Flags of `[service_available]` for the plan's services. */
@@ -255,7 +257,8 @@ export function tempestSections(t: TempestInput): Ini {
       region: t.region,
       v3_endpoint_type: t.iface,
       default_domain_id: 'default',
-      disable_ssl_certificate_validation: true,
+      ...(t.caFile ? { ca_certificates_file: t.caFile } : {}),
+      disable_ssl_certificate_validation: !t.caFile,
     },
     'identity-feature-enabled': {
       api_v2: false,

@@ -1,0 +1,97 @@
+/**
+ * What the cloud serves over TLS, and the files behind it: which endpoints
+ * HAProxy terminates TLS on (the inventory's `tls.public`/`tls.internal`),
+ * the PEM each of them reads (certificate chain then key, as HAProxy's `crt`
+ * takes it), and the CA clients verify with. The PEM holds a private key: it
+ * is a Secret from the moment it is read, and reaches a node only as a 0600
+ * config file over the deploy's SFTP channel (the plan renders it like a
+ * service password).
+ */
+import { existsSync } from 'node:fs';
+import { Secret } from '../core/secret.js';
+import type { Tls, TlsEndpoint } from '../inventory/schema.js';
+import { generatedFiles, operatorPath, readPem } from './files.js';
+
+/** The endpoints HAProxy serves over TLS, and the network each one's frontends bind on. */
+export const SERVED_ENDPOINTS = {
+  public: { network: 'external' },
+  internal: { network: 'internal_api' },
+} as const satisfies Partial<Record<TlsEndpoint, { network: string }>>;
+export type ServedEndpoint = keyof typeof SERVED_ENDPOINTS;
+
+/** Where the HAProxy container reads each endpoint's PEM (its config folder is mounted at /etc/haproxy). */
+export const HAPROXY_CRT_DIR = '/etc/haproxy/tls';
+
+/** The endpoints the inventory has HAProxy serve over TLS (none without a `tls:` section). */
+export function servedEndpoints(tls: Tls | undefined): ServedEndpoint[] {
+  if (!tls) return [];
+  const on: ServedEndpoint[] = [];
+  if (tls.public ?? true) on.push('public');
+  if (tls.internal === true) on.push('internal');
+  return on;
+}
+
+/** The files of one endpoint's certificate: the operator's (tls.endpoints) or the generated ones. */
+export function endpointFiles(
+  inventoryFile: string,
+  certsDir: string,
+  tls: Tls | undefined,
+  name: TlsEndpoint,
+): { cert: string; key: string; source: 'operator' | 'generated' } {
+  const given = tls?.endpoints?.[name];
+  if (given)
+    return {
+      cert: operatorPath(inventoryFile, given.cert),
+      key: operatorPath(inventoryFile, given.key),
+      source: 'operator',
+    };
+  return { ...generatedFiles(certsDir, name), source: 'generated' };
+}
+
+/** The CA certificate clients trust: the operator's (tls.ca.cert) or the generated one; undefined without TLS. */
+export function caFile(inventoryFile: string, certsDir: string, tls: Tls | undefined): string | undefined {
+  if (!tls) return undefined;
+  return tls.ca ? operatorPath(inventoryFile, tls.ca.cert) : generatedFiles(certsDir, 'ca').cert;
+}
+
+/** What the plan needs of TLS. */
+export interface TlsMaterial {
+  /** Endpoint -> the PEM HAProxy reads (chain, then key); absent when its files are missing. */
+  readonly pems: Partial<Record<ServedEndpoint, Secret>>;
+  /** Endpoints whose files are missing or unreadable, with the reason (the plan refuses to render them). */
+  readonly missing: Partial<Record<ServedEndpoint, string>>;
+}
+
+/** Read the PEMs of the served endpoints. Nothing is read without a `tls:` section. */
+export function loadTlsMaterial(inventoryFile: string, certsDir: string, tls: Tls | undefined): TlsMaterial {
+  const pems: Partial<Record<ServedEndpoint, Secret>> = {};
+  const missing: Partial<Record<ServedEndpoint, string>> = {};
+  for (const name of servedEndpoints(tls)) {
+    const f = endpointFiles(inventoryFile, certsDir, tls, name);
+    if (!existsSync(f.cert) || !existsSync(f.key)) {
+      missing[name] = `${existsSync(f.cert) ? f.key : f.cert} does not exist`;
+      continue;
+    }
+    try {
+      pems[name] = new Secret(haproxyPem(readPem(f.cert), readPem(f.key)));
+    } catch (e) {
+      missing[name] = (e as Error).message;
+    }
+  }
+  return { pems, missing };
+}
+
+/**
+ * Certificate chain, then key: the file HAProxy's `crt` reads. Only the PEM blocks are kept (an
+ * operator's file may carry text around them, e.g. openssl's `Bag Attributes`).
+ */
+export function haproxyPem(certPem: string, keyPem: string): string {
+  const blocks = (s: string): string =>
+    (s.replace(/\r\n/g, '\n').match(/-----BEGIN [A-Z0-9 ]+-----\n[A-Za-z0-9+/=\n]+-----END [A-Z0-9 ]+-----/g) ?? [])
+      .map((b) => b + '\n')
+      .join('');
+  const cert = blocks(certPem);
+  const key = blocks(keyPem);
+  if (!cert || !key) throw new Error('no PEM block in the certificate or key file');
+  return cert + key;
+}

@@ -1,0 +1,151 @@
+/**
+ * HTTPS on the public VIP of a 1ctl-1comp container lab (the identity tier: HAProxy, keepalived,
+ * MariaDB, memcached, Keystone) with `tls: {}` and the CA `stackctl certs generate` makes. After the
+ * deploy: `openstack token issue` over https:// with the CA works and fails without it on certificate
+ * verification; `openssl s_client -verify_return_error -CAfile` against the public VIP succeeds;
+ * plain HTTP there is not served; `stackctl status` lists the certificates. A certificate with one day
+ * left, deployed, recreates only HAProxy and makes `status` fail naming it. `npm run test:e2e:tls`.
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { appendFileSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { generateKeyPair, issueCertificate } from '../../../src/certs/x509.js';
+import type { StatusReport } from '../../../src/status/model.js';
+import { runCli } from '../../helpers/cli.js';
+import { CLIENT_IMAGE } from '../../helpers/openstack.js';
+import { deployLab } from '../lab.js';
+
+const SERVICES = 'haproxy,keepalived,mariadb,memcached,keystone';
+const IMAGES = ['haproxy', 'keepalived', 'mariadb', 'memcached', 'keystone'];
+const lab = deployLab('tls', '10.78', 780, { registryPort: 15131, bmcPort: 17130 });
+const PUBLIC_VIP = `${lab.prefix}.10.250`;
+const timings: [string, number][] = [];
+const seconds = (t0: number): number => Math.round((Date.now() - t0) / 100) / 10;
+
+let openrc = '';
+let certs = '';
+
+/** `openstack token issue` on this machine (client image, host network) with the openrc, and the CA unless `withoutCa`. */
+function tokenIssue(withoutCa = false): { code: number; out: string } {
+  const r = spawnSync(
+    'docker',
+    [
+      'run',
+      '--rm',
+      '--network',
+      'host',
+      '-v',
+      `${openrc}:/root/openrc:ro`,
+      '-v',
+      `${certs}/ca.pem:${certs}/ca.pem:ro`,
+      CLIENT_IMAGE,
+      'sh',
+      '-c',
+      `. /root/openrc && ${withoutCa ? 'unset OS_CACERT && ' : ''}openstack token issue -f value -c expires`,
+    ],
+    { encoding: 'utf8', timeout: 180_000 },
+  );
+  return { code: r.status ?? -1, out: `${r.stdout}${r.stderr}` };
+}
+
+async function status(...extra: string[]): Promise<{ code: number; report: StatusReport }> {
+  const r = await runCli('status', '-i', lab.inventory, '--json', '--services', SERVICES, ...extra);
+  return { code: r.code, report: JSON.parse(r.stdout) as StatusReport };
+}
+
+describe('HTTPS on the public VIP of a 1ctl-1comp lab', () => {
+  beforeAll(async () => {
+    const t0 = Date.now();
+    await lab.up(IMAGES);
+    timings.push(['lab up + push', seconds(t0)]);
+    appendFileSync(lab.inventory, 'tls: {}\n');
+    const g = await runCli('certs', 'generate', '-i', lab.inventory);
+    expect(g.code, g.stderr).toBe(0);
+    certs = lab.inventory.replace(/\.yaml$/, '.certs');
+    const t1 = Date.now();
+    const { report, text } = await lab.deploy({ services: SERVICES });
+    timings.push(['deploy', seconds(t1)]);
+    if (!report?.ok) process.stderr.write(text.split('\n').slice(-60).join('\n') + '\n');
+    expect(report?.ok).toBe(true);
+    openrc = join(dirname(lab.inventory), 'admin.openrc');
+    const r = await runCli('openrc', '-i', lab.inventory, '-o', openrc, '--os-interface', 'public');
+    expect(r.code, r.stderr).toBe(0);
+  });
+
+  afterAll(async (suite) => {
+    process.stderr.write(`timings (s): ${timings.map(([k, v]) => `${k} ${v}`).join(', ')}\n`);
+    const failed = suite.tasks.some((t) => t.result?.state === 'fail') || suite.result?.state === 'fail';
+    if (process.env['STACKCTL_KEEP_LAB'] === '1' && failed) {
+      process.stderr.write(`lab kept: ${lab.inventory}\n`);
+      return;
+    }
+    await lab.down();
+  });
+
+  it('openrc names the https:// public endpoint and the CA', () => {
+    const text = readFileSync(openrc, 'utf8');
+    expect(text).toContain(`export OS_AUTH_URL='https://${PUBLIC_VIP}:5000/v3'`);
+    expect(text).toContain(`export OS_CACERT='${certs}/ca.pem'`);
+  });
+
+  it('openstack token issue works over https:// with the CA, and fails verifying without it', () => {
+    const t0 = Date.now();
+    const ok = tokenIssue();
+    timings.push(['token over https', seconds(t0)]);
+    expect(ok.code, ok.out).toBe(0);
+    const bad = tokenIssue(true);
+    expect(bad.code, bad.out).not.toBe(0);
+    expect(bad.out).toMatch(/CERTIFICATE_VERIFY_FAILED|certificate verify failed/i);
+  });
+
+  it('openssl s_client verifies the public VIP against the CA; plain HTTP is not served there', () => {
+    const out = execFileSync(
+      'openssl',
+      ['s_client', '-connect', `${PUBLIC_VIP}:5000`, '-verify_return_error', '-CAfile', `${certs}/ca.pem`],
+      { input: '', encoding: 'utf8', timeout: 30_000 },
+    );
+    expect(out).toMatch(/Verify return code: 0 \(ok\)/);
+    const plain = spawnSync('curl', ['-sS', '-m', '10', `http://${PUBLIC_VIP}:5000/v3`], { encoding: 'utf8' });
+    expect(plain.stdout).not.toContain('"version"');
+  });
+
+  it('status lists the served certificate and the CA, healthy', async () => {
+    const { code, report } = await status();
+    expect(report.certificates?.certificates.map((c) => `${c.name} ${c.state}`)).toEqual(['ca ok', 'public ok']);
+    expect(report.certificates?.certificates[1]!.where).toBe(`${PUBLIC_VIP}:5000`);
+    expect(code, JSON.stringify(report.findings)).toBe(0);
+  });
+
+  it('a certificate with one day left, deployed, recreates HAProxy only and makes status fail naming it', async () => {
+    const before = await lab.startedAt();
+    const ca = { certPem: readFileSync(`${certs}/ca.pem`, 'utf8'), keyPem: readFileSync(`${certs}/ca.key`, 'utf8') };
+    const keys = await generateKeyPair();
+    const now = Date.now();
+    const cert = await issueCertificate(
+      {
+        commonName: 'tls-lab',
+        sans: { dns: [], ip: [PUBLIC_VIP] },
+        ca: false,
+        publicKeyPem: keys.publicKeyPem,
+        notBefore: new Date(now - 300_000),
+        notAfter: new Date(now + 86_400_000),
+      },
+      ca,
+    );
+    writeFileSync(`${certs}/public.key`, keys.keyPem, { mode: 0o600 });
+    writeFileSync(`${certs}/public.pem`, cert);
+    const t0 = Date.now();
+    const { report } = await lab.deploy({ services: SERVICES });
+    timings.push(['redeploy with the new certificate', seconds(t0)]);
+    expect(report?.ok).toBe(true);
+    const after = await lab.startedAt();
+    const restarted = [...after].filter(([k, v]) => before.get(k) !== v).map(([k]) => k);
+    expect(restarted).toEqual(['ctl-0/haproxy']);
+    const { code, report: st } = await status();
+    expect(code).toBe(8);
+    expect(st.findings).toContainEqual(
+      expect.objectContaining({ subject: 'certificate public', message: expect.stringMatching(/expires in 0 day/) }),
+    );
+  });
+});
