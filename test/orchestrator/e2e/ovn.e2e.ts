@@ -120,10 +120,12 @@ describe('OVN on a 1ctl-2comp lab', () => {
 
   afterAll(async (suite) => {
     process.stderr.write(`timings (s): ${timings.map(([k, v]) => `${k} ${v}`).join(', ')}\n`);
-    // STACKCTL_KEEP_LAB=1 keeps a failed run's lab for a look (remove it with `stackctl lab down --purge`)
+    // STACKCTL_KEEP_LAB=1 keeps a failed run's lab for a look, =all any run's (remove it with
+    // `stackctl lab down --purge`)
     const failed = suite.tasks.some((t) => t.result?.state === 'fail') || suite.result?.state === 'fail';
     if (failed) await diagnose().catch((e: unknown) => process.stderr.write(`diagnostics failed: ${String(e)}\n`));
-    if (process.env['STACKCTL_KEEP_LAB'] === '1' && failed) {
+    const keep = process.env['STACKCTL_KEEP_LAB'];
+    if ((keep === '1' && failed) || keep === 'all') {
       process.stderr.write(`lab kept: ${lab.inventory}\n`);
       return;
     }
