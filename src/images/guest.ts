@@ -16,7 +16,13 @@ import { join } from 'node:path';
 import { InputError } from '../core/errors.js';
 import { sha256 } from '../core/hash.js';
 import { packageRoot } from '../core/paths.js';
-import { buildBootImage, type BootImageRecipe, type RamdiskBuild, type RamdiskOptions } from './ramdisk.js';
+import {
+  buildBootImage,
+  type BootImagePackage,
+  type BootImageRecipe,
+  type RamdiskBuild,
+  type RamdiskOptions,
+} from './ramdisk.js';
 
 /**
  * The kernel package, named exactly (a meta package would follow every security update and a
@@ -57,19 +63,62 @@ export const GUEST_OUTPUTS = {
 /** The kernel command line of the guest: the serial console (Nova's console log) and little else. */
 export const GUEST_CMDLINE = 'console=ttyS0 quiet';
 
+/** The line the guest prints once root's SSH key from the metadata service is in place. */
+export const GUEST_SSH_KEY_MARKER = 'stackctl-guest: ssh key';
+
 /** The line the guest prints on its console once it serves. */
 export const GUEST_READY_MARKER = 'stackctl-guest: ready';
 
 /** Size of the raw root disk uploaded beside the kernel and initramfs (zeros; never read). */
 export const GUEST_ROOT_DISK_BYTES = 1024 * 1024;
 
+/**
+ * Where dropbear finds its libraries (/init sets LD_LIBRARY_PATH for it alone): not a folder the
+ * loader searches by default, where static busybox's glibc would load this libc.so.6 for name
+ * lookups and crash (wget did).
+ */
+const GUEST_LIB = '/usr/local/lib/dropbear';
+
+/**
+ * The SSH server (dropbear with its libraries: some 2 MB of the compressed initramfs) from
+ * Debian's packages: /init makes an ed25519 host key at boot and takes root's authorized key and
+ * the hostname from the metadata service. Each shared library is named by its soname link
+ * (followed to the file it names).
+ */
+export const GUEST_PACKAGES: readonly BootImagePackage[] = [
+  {
+    package: 'dropbear-bin',
+    files: { 'usr/sbin/dropbear': '/usr/sbin/dropbear', 'usr/bin/dropbearkey': '/usr/bin/dropbearkey' },
+  },
+  {
+    package: 'libc6',
+    files: {
+      // the program interpreter dropbear names (the package's /lib64 link is absolute)
+      'lib/x86_64-linux-gnu/ld-linux-x86-64.so.2': '/lib64/ld-linux-x86-64.so.2',
+      'lib/x86_64-linux-gnu/libc.so.6': `${GUEST_LIB}/libc.so.6`,
+    },
+  },
+  { package: 'libcrypt1', files: { 'lib/x86_64-linux-gnu/libcrypt.so.1': `${GUEST_LIB}/libcrypt.so.1` } },
+  { package: 'zlib1g', files: { 'lib/x86_64-linux-gnu/libz.so.1': `${GUEST_LIB}/libz.so.1` } },
+  {
+    package: 'libtomcrypt1',
+    files: { 'usr/lib/x86_64-linux-gnu/libtomcrypt.so.1': `${GUEST_LIB}/libtomcrypt.so.1` },
+  },
+  {
+    package: 'libtommath1',
+    files: { 'usr/lib/x86_64-linux-gnu/libtommath.so.1': `${GUEST_LIB}/libtommath.so.1` },
+  },
+  { package: 'libgmp10', files: { 'usr/lib/x86_64-linux-gnu/libgmp.so.10': `${GUEST_LIB}/libgmp.so.10` } },
+];
+
 /** The guest image's recipe. */
 export const GUEST_RECIPE: BootImageRecipe = {
   label: 'guest image',
-  version: 1,
+  version: 2,
   files: GUEST_FILES,
   links: { '/etc/udhcpc/default.script': GUEST_FILES['udhcpc.script'] },
   outputs: GUEST_OUTPUTS,
+  packages: GUEST_PACKAGES,
 };
 
 /** Default folder of the guest's files. */

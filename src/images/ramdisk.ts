@@ -20,8 +20,8 @@ import {
   renameSync,
   rmSync,
 } from 'node:fs';
-import { chmodSync, lstatSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { chmodSync, lstatSync, realpathSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { $ } from 'zx';
 import { InputError, IoError, RemoteError } from '../core/errors.js';
@@ -96,6 +96,18 @@ export interface BootImageRecipe {
   readonly links: Readonly<Record<string, string>>;
   /** Names of the outputs in the output folder. */
   readonly outputs: { readonly kernel: string; readonly initrd: string; readonly manifest: string };
+  /** Files of further Debian packages (programs beyond busybox and the libraries they load). */
+  readonly packages?: readonly BootImagePackage[];
+}
+
+/** Files a boot image takes from one Debian package (downloaded and unpacked, never installed). */
+export interface BootImagePackage {
+  readonly package: string;
+  /**
+   * Path inside the package (no leading slash) -> absolute path in the initramfs. A symbolic link
+   * is followed to the file it names inside the package.
+   */
+  readonly files: Readonly<Record<string, string>>;
 }
 
 /** The deploy ramdisk's recipe. */
@@ -178,6 +190,8 @@ export interface RamdiskInputs {
   readonly modules: readonly string[];
   /** sha256 of each agent file, by name. */
   readonly files: Readonly<Record<string, string>>;
+  /** The recipe's further packages and their versions (absent when it has none). */
+  readonly packages?: readonly { readonly package: string; readonly version: string }[];
 }
 
 /** What a build produced (or found in the cache). */
@@ -262,12 +276,16 @@ export async function buildBootImage(recipe: BootImageRecipe, options: RamdiskOp
   const [kernel, busyboxVersion] = reuse
     ? [previous.inputs.kernel, previous.inputs.busybox.version]
     : await Promise.all([resolveKernel(run, kernelPackage), packageVersion(run, RAMDISK_PACKAGES.busybox)]);
+  const extras = recipe.packages ?? [];
+  const packages = extras.length > 0 ? await extraVersions(run, extras, reuse ? previous.inputs : undefined) : [];
   const inputs: RamdiskInputs = {
     recipe: recipe.version,
     kernel,
     busybox: { package: RAMDISK_PACKAGES.busybox, version: busyboxVersion },
     modules: [...modules],
     files: Object.fromEntries(Object.entries(sources).map(([name, text]) => [name, sha256(text)])),
+    // only with packages: the deploy ramdisk's inputs (and cache key) stay what they were
+    ...(extras.length > 0 ? { packages } : {}),
   };
   const inputsHash = sha256(canonicalJson(inputs));
 
@@ -292,6 +310,12 @@ export async function buildBootImage(recipe: BootImageRecipe, options: RamdiskOp
     const busybox = join(bdir, 'bin', 'busybox');
     const root = join(work, 'root');
     stageRoot(root, { recipe, sources, busybox, parts, modules, inputsHash });
+    for (const [i, extra] of extras.entries()) {
+      const deb = await download(run, cacheDir, extra.package, packages[i]!.version, log);
+      const pdir = join(work, `pkg-${i}`);
+      await unpack(run, deb, pdir);
+      stagePackageFiles(root, pdir, extra);
+    }
 
     const cpio = join(work, 'initrd.cpio');
     const list = listTree(root);
@@ -349,6 +373,48 @@ function aptError(what: string, r: CommandResult, pkg: string): RemoteError {
     hint: `Check that apt can reach a Debian mirror that has ${pkg} (apt-get update), and that apt-get and dpkg-deb are installed.`,
     details: { package: pkg },
   });
+}
+
+/** The versions of a recipe's further packages: the last build's while apt's lists did not change, else apt's candidates. */
+async function extraVersions(
+  run: RunCommand,
+  extras: readonly BootImagePackage[],
+  previous: RamdiskInputs | undefined,
+): Promise<{ package: string; version: string }[]> {
+  const known = new Map((previous?.packages ?? []).map((p) => [p.package, p.version]));
+  return Promise.all(
+    extras.map(async (e) => ({
+      package: e.package,
+      version: known.get(e.package) ?? (await packageVersion(run, e.package)),
+    })),
+  );
+}
+
+/** Copy a package's listed files into the initramfs tree (each executable: programs and shared libraries). */
+function stagePackageFiles(root: string, pdir: string, extra: BootImagePackage): void {
+  const top = realpathSync(pdir);
+  for (const [from, to] of Object.entries(extra.files)) {
+    let real: string;
+    try {
+      real = realpathSync(join(pdir, from));
+    } catch (e) {
+      throw new IoError('E_RAMDISK_PACKAGE_FILE', `${extra.package} holds no ${from}`, {
+        hint: 'The package changed its layout: update the file list of the image recipe (src/images/).',
+        details: { package: extra.package, file: from },
+        cause: e,
+      });
+    }
+    if (relative(top, real).startsWith('..')) {
+      throw new IoError('E_RAMDISK_PACKAGE_FILE', `${from} of ${extra.package} links outside the package`, {
+        hint: 'Name the file the link points to in the image recipe (src/images/).',
+        details: { package: extra.package, file: from },
+      });
+    }
+    const dest = join(root, to);
+    mkdirSync(join(dest, '..'), { recursive: true });
+    copyFileSync(real, dest);
+    chmodSync(dest, 0o755);
+  }
 }
 
 /** The Debian version of a package apt would install (its candidate). */

@@ -58,6 +58,14 @@ describe('tenant networking in the plan', () => {
     expect(ctl).toContain('external_ids:ovn-bridge-mappings=datacentre:br-ex');
     expect(ctl).toContain('external_ids:ovn-encap-ip=10.131.');
     expect(file(r, 'cmp-0', '/etc/stackctl/ovn-controller/start.sh')).toMatch(/^gateway=$/m);
+    // Neutron 21 reads the gateway flag and the physnets from the Southbound Chassis row's external_ids:
+    // the start script mirrors both keys there from the chassis' own settings, on every node
+    for (const node of ['ctl-0', 'cmp-0']) {
+      const start = file(r, node, '/etc/stackctl/ovn-controller/start.sh');
+      expect(start).toMatch(/^ {2}for key in ovn-cms-options ovn-bridge-mappings; do$/m);
+      expect(start).toContain('sb set Chassis "$chassis" "external_ids:$key=$want"');
+      expect(start).toContain('sb remove Chassis "$chassis" external_ids "$key"');
+    }
     expect(file(r, 'ctl-0', '/etc/stackctl/openvswitch/start-vswitchd.sh')).toMatch(/^external_ip=10\.130\./m);
     expect(file(r, 'cmp-0', '/etc/stackctl/openvswitch/start-vswitchd.sh')).toMatch(/^external_ip=$/m);
     const ml2 = file(r, 'ctl-0', '/etc/stackctl/neutron-server/ml2_conf.ini');

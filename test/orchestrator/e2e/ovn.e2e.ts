@@ -20,6 +20,10 @@ import { CLOUD_IMAGES, deployLab } from '../lab.js';
 const lab = deployLab('ovn', '10.76', 760, { topology: '1ctl-2comp', registryPort: 15111, bmcPort: 16930 });
 const P = lab.prefix;
 const CHASSIS = ['cmp-0', 'cmp-1', 'ctl-0'];
+/** The nodes with an address on the external network: the only ones that may hold router gateways. */
+const GATEWAYS = ['ctl-0'];
+const SBCTL = 'docker exec ovn_sb_db ovn-sbctl --db=unix:/run/ovn/ovnsb_db.sock';
+const NBCTL = 'docker exec ovn_nb_db ovn-nbctl --db=unix:/run/ovn/ovnnb_db.sock';
 const PROBE_NODE = 'cmp-0';
 const ROUTER_IP = '192.168.200.1';
 /** busybox (ping, httpd) on this machine: the lab node image carries it, run on the host network. */
@@ -116,10 +120,12 @@ describe('OVN on a 1ctl-2comp lab', () => {
 
   afterAll(async (suite) => {
     process.stderr.write(`timings (s): ${timings.map(([k, v]) => `${k} ${v}`).join(', ')}\n`);
-    // STACKCTL_KEEP_LAB=1 keeps a failed run's lab for a look (remove it with `stackctl lab down --purge`)
+    // STACKCTL_KEEP_LAB=1 keeps a failed run's lab for a look, =all any run's (remove it with
+    // `stackctl lab down --purge`)
     const failed = suite.tasks.some((t) => t.result?.state === 'fail') || suite.result?.state === 'fail';
     if (failed) await diagnose().catch((e: unknown) => process.stderr.write(`diagnostics failed: ${String(e)}\n`));
-    if (process.env['STACKCTL_KEEP_LAB'] === '1' && failed) {
+    const keep = process.env['STACKCTL_KEEP_LAB'];
+    if ((keep === '1' && failed) || keep === 'all') {
       process.stderr.write(`lab kept: ${lab.inventory}\n`);
       return;
     }
@@ -138,6 +144,25 @@ describe('OVN on a 1ctl-2comp lab', () => {
     const ctl = await onNode('ctl-0', 'docker exec ovn_controller ovs-vsctl get Open_vSwitch . external_ids');
     expect(ctl).toMatch(/ovn-bridge-mappings="?physnet1:br-ex/);
     expect(ctl).toMatch(/ovn-bridge-datapath-type=netdev/);
+    // Neutron 21 reads the gateway flag and the physnets from the Southbound rows' external_ids,
+    // where the ovn-controller start script mirrors them: on the gateway chassis only
+    for (const node of CHASSIS) {
+      const ids = await onNode('ctl-0', `${SBCTL} get Chassis ${node} external_ids`);
+      if (GATEWAYS.includes(node)) {
+        expect(ids, `${node}'s Chassis row`).toMatch(/ovn-cms-options="?enable-chassis-as-gw/);
+        expect(ids, `${node}'s Chassis row`).toMatch(/ovn-bridge-mappings="?physnet1:br-ex/);
+      } else expect(ids, `${node}'s Chassis row`).not.toMatch(/ovn-cms-options|ovn-bridge-mappings/);
+    }
+    // ... and so sees them: an OVN Controller Gateway agent on each gateway chassis, a plain one elsewhere
+    const agents = osJson<{ 'Agent Type': string; Host: string; Alive: boolean | string }[]>('network agent list');
+    process.stderr.write(`--- network agent list\n${JSON.stringify(agents)}\n`);
+    const hosts = (type: string) =>
+      agents
+        .filter((a) => a['Agent Type'] === type)
+        .map((a) => a.Host)
+        .sort();
+    expect(hosts('OVN Controller Gateway agent')).toEqual(GATEWAYS);
+    expect(hosts('OVN Controller agent')).toEqual(CHASSIS.filter((c) => !GATEWAYS.includes(c)));
   });
 
   it('stackctl status reads the OVN databases (standalone on one controller) and finds the network tier healthy', async () => {
@@ -226,13 +251,26 @@ describe('OVN on a 1ctl-2comp lab', () => {
 
   it('its floating IP answers ping and TCP from this machine', async () => {
     expect(port.id, 'the port of the previous test').not.toBe('');
-    // The router's gateway port must be on the gateway chassis (the node with br-ex on the external
-    // network). Neutron 21 (Zed) reads ovn-cms-options and ovn-bridge-mappings from the Chassis'
-    // external_ids, where OVN 23.03's ovn-controller no longer writes them (other_config): it then sees
-    // no gateway chassis and may schedule the gateway on a compute, which has no way out.
-    const sb = await onNode('ctl-0', 'docker exec ovn_sb_db ovn-sbctl --db=unix:/run/ovn/ovnsb_db.sock show');
+    // The router's gateway port must be on a gateway chassis (a node with br-ex on the external
+    // network): Neutron's candidates in the Northbound database, the port's binding in the Southbound.
+    // Were the gateway flag missing from the Chassis rows' external_ids (OVN 23.03 publishes it in
+    // other_config, Neutron 21 reads external_ids), Neutron would see no gateway chassis and could
+    // put the gateway on a compute, which has no way out.
+    const [gwPort] = osJson<{ ID: string }[]>('port list --router demo-router --device-owner network:router_gateway');
+    expect(gwPort?.ID, "demo-router's gateway port").toBeTruthy();
+    const candidates = (await onNode('ctl-0', `${NBCTL} lrp-get-gateway-chassis lrp-${gwPort!.ID}`))
+      .split('\n')
+      .map((l) => /_(\S+)\s+\d+\s*$/.exec(l.trim())?.[1])
+      .filter((c): c is string => c !== undefined);
+    process.stderr.write(`--- gateway chassis of lrp-${gwPort!.ID}: ${candidates.join(' ')}\n`);
+    expect(candidates.length, "the router's gateway port has no gateway chassis").toBeGreaterThan(0);
+    for (const c of candidates)
+      expect(GATEWAYS, `Neutron made ${c} a gateway chassis of the router (not on the external network)`).toContain(c);
+    const sb = await onNode('ctl-0', `${SBCTL} show`);
     const gateway = sb.split(/^Chassis /m).find((c) => /Port_Binding "?cr-lrp-/.test(c));
-    expect(gateway?.split('\n')[0], `the router's gateway port is not on ctl-0:\n${sb}`).toBe('ctl-0');
+    expect(GATEWAYS, `the router's gateway port is bound to a chassis off the external network:\n${sb}`).toContain(
+      gateway?.split('\n')[0]?.replace(/"/g, ''),
+    );
     const fip = osJson<{ floating_ip_address: string }>(`floating ip create --port ${port.id} public`);
     const ip = fip.floating_ip_address;
     // TCP: a web server in the namespace; this machine's veth into the gateway node's external NIC
