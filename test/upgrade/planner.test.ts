@@ -304,6 +304,8 @@ describe('planUpgrade zed -> zed-update on 3 controllers and 2 computes', () => 
     const swap = actions(n).find((a) => a.kind === 'ensure');
     expect(swap && swap.kind === 'ensure' && swap.containers.map((c) => c.name)).toEqual([
       'nova_api',
+      // Nova's metadata API is a container of the nova-api service: it moves with it
+      'nova_metadata',
       'nova_conductor',
       'nova_scheduler',
     ]);
