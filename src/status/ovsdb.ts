@@ -4,7 +4,8 @@
  * it knows), or, for a standalone database, that its server serves it. Parsing and the verdict
  * against the plan.
  */
-import { Severity, ViewState, type Finding, type OvsdbDatabase, type OvsdbMember, type OvsdbView } from './model.js';
+import { judgeMembers } from './cluster-members.js';
+import { ViewState, type Finding, type OvsdbDatabase, type OvsdbMember, type OvsdbView } from './model.js';
 
 /** The databases every member serves. */
 export const OVN_DATABASES = ['OVN_Northbound', 'OVN_Southbound'] as const;
@@ -66,30 +67,26 @@ export function evaluateOvsdb(
   members: readonly OvsdbMember[],
 ): { view: OvsdbView; findings: Finding[] } {
   if (expected === 0) return { view: { state: ViewState.NOT_DEPLOYED, expected, members: [] }, findings: [] };
-  const findings: Finding[] = [];
-  const bad = (node: string, message: string): void =>
-    void findings.push({ severity: Severity.UNHEALTHY, node, subject: 'cluster', message });
-  for (const m of members) {
-    if (m.error !== undefined) {
-      bad(m.node, `not queried: ${m.error}`);
-      continue;
-    }
-    for (const d of m.databases ?? []) {
-      if (d.error !== undefined) bad(m.node, `${d.name}: ${d.error}`);
-      else if (!d.clustered && expected > 1)
-        bad(m.node, `${d.name} is standalone, the plan has a cluster of ${expected}`);
-      else if (d.clustered && d.status !== 'cluster member') bad(m.node, `${d.name}: ${d.status ?? 'no status'}`);
-      else if (d.clustered && d.servers !== expected)
-        bad(m.node, `${d.name}: ${d.servers} server(s) in the cluster, the plan has ${expected}`);
-    }
-  }
-  for (const name of OVN_DATABASES) {
-    const clustered = members.flatMap((m) => m.databases ?? []).filter((d) => d.name === name && d.clustered);
-    if (clustered.length && !clustered.some((d) => d.role === 'leader'))
-      bad('cloud', `${name}: no member is the leader`);
-  }
-  const answered = members.some((m) => m.error === undefined);
-  const state = !answered ? ViewState.UNKNOWN : findings.length ? ViewState.PROBLEM : ViewState.OK;
+  const { findings, state } = judgeMembers(
+    members,
+    (m, bad) => {
+      for (const d of m.databases ?? []) {
+        if (d.error !== undefined) bad(m.node, `${d.name}: ${d.error}`);
+        else if (!d.clustered && expected > 1)
+          bad(m.node, `${d.name} is standalone, the plan has a cluster of ${expected}`);
+        else if (d.clustered && d.status !== 'cluster member') bad(m.node, `${d.name}: ${d.status ?? 'no status'}`);
+        else if (d.clustered && d.servers !== expected)
+          bad(m.node, `${d.name}: ${d.servers} server(s) in the cluster, the plan has ${expected}`);
+      }
+    },
+    (bad) => {
+      for (const name of OVN_DATABASES) {
+        const clustered = members.flatMap((m) => m.databases ?? []).filter((d) => d.name === name && d.clustered);
+        if (clustered.length && !clustered.some((d) => d.role === 'leader'))
+          bad('cloud', `${name}: no member is the leader`);
+      }
+    },
+  );
   return { view: { state, expected, members }, findings };
 }
 

@@ -2,7 +2,8 @@
  * RabbitMQ as each broker sees its cluster (`rabbitmqctl cluster_status
  * --formatter json`): parsing and the verdict against the plan.
  */
-import { Severity, ViewState, type Finding, type RabbitMember, type RabbitView } from './model.js';
+import { judgeMembers } from './cluster-members.js';
+import { ViewState, type Finding, type RabbitMember, type RabbitView } from './model.js';
 
 /** The command run in each rabbitmq container. */
 export const RABBITMQ_COMMAND = ['rabbitmqctl', 'cluster_status', '--formatter', 'json'] as const;
@@ -51,23 +52,14 @@ export function evaluateRabbit(
   members: readonly RabbitMember[],
 ): { view: RabbitView; findings: Finding[] } {
   if (expected === 0) return { view: { state: ViewState.NOT_DEPLOYED, expected, members: [] }, findings: [] };
-  const findings: Finding[] = [];
-  const bad = (node: string, message: string): void =>
-    void findings.push({ severity: Severity.UNHEALTHY, node, subject: 'cluster', message });
-  for (const m of members) {
-    if (m.error !== undefined) {
-      bad(m.node, `not queried: ${m.error}`);
-      continue;
-    }
+  const { findings, state } = judgeMembers(members, (m, bad) => {
     const running = m.runningNodes ?? [];
     if (running.length !== expected) bad(m.node, `${running.length} running node(s), the plan has ${expected}`);
     const stopped = (m.diskNodes ?? []).filter((n) => !running.includes(n));
     if (stopped.length) bad(m.node, `cluster members not running: ${stopped.join(', ')}`);
     if (m.partitions?.length) bad(m.node, `network partition with ${m.partitions.join(', ')}`);
     if (m.alarms?.length) bad(m.node, `alarms: ${m.alarms.join(', ')}`);
-  }
-  const answered = members.some((m) => m.error === undefined);
-  const state = !answered ? ViewState.UNKNOWN : findings.length ? ViewState.PROBLEM : ViewState.OK;
+  });
   return { view: { state, expected, members }, findings };
 }
 
