@@ -96,7 +96,12 @@ describe('planUpgrade zed -> zed-update on 3 controllers and 2 computes', () => 
         .flatMap((a) => (a.kind === 'ensure' && a.node === node ? a.containers.map((c) => c.name) : []))
         .sort();
     const libvirt = plan(zedUpdate, { batch: 1 });
-    expect(containersOn(libvirt, 'cmp-0')).toEqual(['nova_compute', 'nova_libvirt', 'nova_virtlogd']);
+    expect(containersOn(libvirt, 'cmp-0')).toEqual([
+      'neutron_ovn_metadata_agent',
+      'nova_compute',
+      'nova_libvirt',
+      'nova_virtlogd',
+    ]);
     const inv = inventory();
     const fake = planUpgrade({
       inventory: { ...inv, cloud: { ...inv.cloud, settings: { nova_compute_driver: 'fake.FakeDriver' } } },
@@ -105,7 +110,7 @@ describe('planUpgrade zed -> zed-update on 3 controllers and 2 computes', () => 
       target: zedUpdate,
       options: { batch: 1 },
     });
-    expect(containersOn(fake, 'cmp-0')).toEqual(['nova_compute']);
+    expect(containersOn(fake, 'cmp-0')).toEqual(['neutron_ovn_metadata_agent', 'nova_compute']);
   });
 
   it('moves only the services whose image tag changes, and leaves the others running', () => {
@@ -115,6 +120,7 @@ describe('planUpgrade zed -> zed-update on 3 controllers and 2 computes', () => 
     expect(p.changes.map((c) => c.service).sort()).toEqual([
       'glance',
       'keystone',
+      'neutron-ovn-metadata-agent',
       'neutron-server',
       'nova-api',
       'nova-compute',
@@ -152,6 +158,7 @@ describe('planUpgrade zed -> zed-update on 3 controllers and 2 computes', () => 
       'control:keystone',
       'control:glance',
       'control:neutron-server',
+      'control:neutron-ovn-metadata-agent',
       'control:placement',
       'control:nova-api+nova-conductor+nova-scheduler',
       'batch:1',
@@ -526,15 +533,17 @@ describe('fast-forward: a major upgrade that skips releases (zed -> epoxy)', () 
       'ovn-central',
       'rabbitmq',
       'ovn-controller',
+      'neutron-ovn-metadata-agent',
     ]);
     for (const s of p.fastForward!.rolling) expect(phaseById(p, `control:${s}`).availability).not.toBe('window');
     // The phase ids and their order are those of every plan. (ovn-controller follows the services of
     // its step for now: OVN's own order, chassis before databases, is not planned yet.)
-    expect(control.map((x) => x.id).slice(-6)).toEqual([
+    expect(control.map((x) => x.id).slice(-7)).toEqual([
       'control:keystone',
       'control:glance',
       'control:neutron-server',
       'control:ovn-controller',
+      'control:neutron-ovn-metadata-agent',
       'control:placement',
       NOVA,
     ]);
