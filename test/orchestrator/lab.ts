@@ -45,6 +45,7 @@ export const CLOUD_IMAGES = [
   'glance-api',
   'placement-api',
   'neutron-server',
+  'neutron-ovn-metadata-agent',
   'nova-api',
   'nova-conductor',
   'nova-scheduler',

@@ -67,6 +67,7 @@ describe('the plan', () => {
       'nova_libvirt',
       'nova_compute',
       'ovn_controller',
+      'neutron_ovn_metadata_agent',
     ]);
     expect(plan.services.find((s) => s.name === 'mariadb')!.bootstrap).toBe('ctl-0');
     expect(plan.steps.map((s) => s.step)).toEqual([1, 2, 3, 4, 5]);
@@ -213,7 +214,7 @@ describe('the plan', () => {
     ]);
     // in step 4, the node's OS comes before the compute's containers
     const step4 = plan.steps[3]!.actions.filter((a) => a.node === 'cmp-0').map((a) => a.kind);
-    expect(step4).toEqual(['host', 'container', 'container', 'container', 'container']);
+    expect(step4).toEqual(['host', 'container', 'container', 'container', 'container', 'container']);
     const deploy = planDeploy(plan, catalog);
     const work = deploy.steps.find((s) => s.step === 4)!.nodes.find((n) => n.node === 'cmp-0')!;
     expect(work.host.map((h) => `${h.node} ${h.service}`)).toEqual(['cmp-0 nova-compute']);

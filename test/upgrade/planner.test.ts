@@ -37,6 +37,7 @@ const epoxy = loadRelease(releases, 'epoxy');
 const OPENSTACK = [
   'glance',
   'keystone',
+  'neutron-ovn-metadata-agent',
   'neutron-server',
   'nova-api',
   'nova-compute',
@@ -118,7 +119,12 @@ describe('planUpgrade zed -> zed-update on 3 controllers and 2 computes', () => 
         .flatMap((a) => (a.kind === 'ensure' && a.node === node ? a.containers.map((c) => c.name) : []))
         .sort();
     const libvirt = plan(zedUpdate, { batch: 1 });
-    expect(containersOn(libvirt, 'cmp-0')).toEqual(['nova_compute', 'nova_libvirt', 'nova_virtlogd']);
+    expect(containersOn(libvirt, 'cmp-0')).toEqual([
+      'neutron_ovn_metadata_agent',
+      'nova_compute',
+      'nova_libvirt',
+      'nova_virtlogd',
+    ]);
     const inv = inventory();
     const fake = planUpgrade({
       inventory: { ...inv, cloud: { ...inv.cloud, settings: { nova_compute_driver: 'fake.FakeDriver' } } },
@@ -127,7 +133,7 @@ describe('planUpgrade zed -> zed-update on 3 controllers and 2 computes', () => 
       target: zedUpdate,
       options: { batch: 1 },
     });
-    expect(containersOn(fake, 'cmp-0')).toEqual(['nova_compute']);
+    expect(containersOn(fake, 'cmp-0')).toEqual(['neutron_ovn_metadata_agent', 'nova_compute']);
   });
 
   it('moves only the services whose image tag changes, and leaves the others running', () => {
@@ -156,6 +162,7 @@ describe('planUpgrade zed -> zed-update on 3 controllers and 2 computes', () => 
       'control:keystone',
       'control:glance',
       'control:neutron-server',
+      'control:neutron-ovn-metadata-agent',
       'control:placement',
       'control:nova-api+nova-conductor+nova-scheduler',
       'batch:1',
@@ -511,16 +518,18 @@ describe('fast-forward: a major upgrade that skips releases (zed -> epoxy)', () 
     expect(p.fastForward?.skipped).toHaveLength(4);
     const control = p.phases.filter((x) => x.kind === 'control');
     const windows = control.filter((x) => x.availability === 'window').flatMap((x) => x.services);
-    expect(windows.sort()).toEqual(OPENSTACK);
-    expect(p.fastForward?.rolling).toEqual(INFRASTRUCTURE);
+    // the metadata agent keeps no database and runs beside its instances: it rolls, like the infrastructure
+    expect(windows.sort()).toEqual(OPENSTACK.filter((s) => s !== 'neutron-ovn-metadata-agent'));
+    expect(p.fastForward?.rolling).toEqual([...INFRASTRUCTURE, 'neutron-ovn-metadata-agent']);
     for (const s of p.fastForward!.rolling) expect(phaseById(p, `control:${s}`).availability).not.toBe('window');
     // The phase ids and their order are those of every plan. (ovn-controller follows the services of
     // its step for now: OVN's own order, chassis before databases, is not planned yet.)
-    expect(control.map((x) => x.id).slice(-6)).toEqual([
+    expect(control.map((x) => x.id).slice(-7)).toEqual([
       'control:keystone',
       'control:glance',
       'control:neutron-server',
       'control:ovn-controller',
+      'control:neutron-ovn-metadata-agent',
       'control:placement',
       NOVA,
     ]);

@@ -84,7 +84,7 @@ async function diagnose(): Promise<void> {
     'docker ps -a --format "{{.Names}} {{.Status}}"',
     'ip -4 -o addr show | grep -v " lo "',
     'docker exec openvswitch_vswitchd ovs-vsctl show 2>&1 | head -60',
-    'for c in openvswitch_db openvswitch_vswitchd ovn_controller ovn_nb_db ovn_sb_db ovn_northd neutron_server; do',
+    'for c in openvswitch_db openvswitch_vswitchd ovn_controller ovn_nb_db ovn_sb_db ovn_northd neutron_server neutron_ovn_metadata_agent; do',
     '  docker inspect $c >/dev/null 2>&1 || continue; echo "--- $c"; docker logs --tail 25 $c 2>&1; done',
   ].join('\n');
   for (const node of ['ctl-0', 'cmp-0', 'cmp-1']) {
@@ -304,6 +304,45 @@ describe('OVN on a 1ctl-2comp lab', () => {
     expect(ping).toMatch(/5 packets received/);
     const body = execFileSync('curl', ['-sS', '--max-time', '10', `http://${ip}:8080/`], { encoding: 'utf8' });
     expect(body.trim()).toBe('probe-ok');
+  });
+
+  it("the compute's OVN metadata agent answers 169.254.169.254 for the port's network, through its namespace's haproxy", async () => {
+    expect(port.id, 'the port of the previous tests').not.toBe('');
+    const net = osJson<{ id: string }>('network show demo-net');
+    // the agent made the network's namespace on the compute that has a port of it
+    const t0 = Date.now();
+    await eventually(90, async () => {
+      const ns = await onNode(PROBE_NODE, 'docker exec neutron_ovn_metadata_agent ip netns list');
+      expect(ns).toContain(`ovnmeta-${net.id}`);
+    });
+    timings.push(['metadata namespace on the compute', seconds(t0)]);
+    // Neutron's metadata port of the network (OVN localport): DHCP offers its route to 169.254.169.254
+    // as a classless static route, which busybox's udhcpc script does not apply: the probe adds it.
+    const [md] = osJson<{ 'Fixed IP Addresses': unknown }[]>(
+      `port list --network ${net.id} --device-owner network:distributed`,
+    );
+    const mdIp = /\b(\d+\.\d+\.\d+\.\d+)\b/.exec(JSON.stringify(md?.['Fixed IP Addresses']))?.[1];
+    expect(mdIp, "demo-net's metadata port").toBeTruthy();
+    const inNs = await onNode(
+      PROBE_NODE,
+      `docker exec neutron_ovn_metadata_agent ip netns exec ovnmeta-${net.id} ip -4 -o addr show`,
+    );
+    expect(inNs).toContain('169.254.169.254/32');
+    expect(inNs).toContain(`${mdIp}/`);
+    await onNode(PROBE_NODE, `ip netns exec probe ip route replace 169.254.169.254/32 via ${mdIp}`);
+    // The probe port belongs to no instance (no device id): the agent, having found it in the
+    // Southbound database by network and address, answers 404 itself; haproxy alone (agent socket
+    // missing) would answer 503, and no answer at all means the chain is broken before haproxy.
+    let answer = '';
+    await eventually(60, async () => {
+      answer = await onNode(
+        PROBE_NODE,
+        'ip netns exec probe curl -sS -i --max-time 10 http://169.254.169.254/openstack',
+      );
+      expect(answer).toMatch(/^HTTP\/1\.[01] 404/);
+    });
+    process.stderr.write(`--- metadata from the probe namespace\n${answer}\n`);
+    expect(answer).toContain('The resource could not be found');
   });
 
   it('the userspace datapath does not busy-poll: OVS/OVN memory and idle CPU per node', async () => {
