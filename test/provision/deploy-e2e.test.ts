@@ -49,6 +49,7 @@ import { NodeStateStore } from '../../src/provision/machine.js';
 import { provisionNodes, undeployNodes, type ProvisionResult } from '../../src/provision/provision.js';
 import { DnsmasqService } from '../../src/pxe/dnsmasq.js';
 import { BootServer } from '../../src/pxe/http.js';
+import { LAB_KERNEL_ARGS } from '../../src/pxe/services.js';
 import { ensureClientKey } from '../../src/remote/keys.js';
 import { recordedKeys } from '../../src/remote/known-hosts.js';
 import { SshPool } from '../../src/remote/ssh.js';
@@ -202,7 +203,7 @@ describe('provisioning of PXE-booted VMs', () => {
       kernel: ramdisk.kernel.name,
       initrd: ramdisk.initrd.name,
       // quiet + loglevel=3 also keep the kernel from printing its command line (and the token) on the console
-      kernelArgs: ['console=ttyS0,115200', 'quiet', 'loglevel=3'],
+      kernelArgs: [...LAB_KERNEL_ARGS],
       nodes: NODES.map((v) => ({ name: v.node, mac: v.mac, ip: v.ip })),
       onReport: (r) => {
         introspectionReportHandler(intro)(r);

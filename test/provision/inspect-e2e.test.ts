@@ -31,6 +31,7 @@ import {
 import { NodeStateStore } from '../../src/provision/machine.js';
 import { DnsmasqService, parseDnsmasqLog } from '../../src/pxe/dnsmasq.js';
 import { BootServer, type AgentReport, type Introspection } from '../../src/pxe/http.js';
+import { LAB_KERNEL_ARGS } from '../../src/pxe/services.js';
 import { machinePower } from './machine-power.js';
 import { VmSegment, requireVmTools } from './vm-segment.js';
 
@@ -84,7 +85,7 @@ describe('inspection of a PXE-booted VM', () => {
       kernel: ramdisk.kernel.name,
       initrd: ramdisk.initrd.name,
       // quiet + loglevel=3 also keep the kernel from printing its command line (and the token) on the console
-      kernelArgs: ['console=ttyS0,115200', 'quiet', 'loglevel=3'],
+      kernelArgs: [...LAB_KERNEL_ARGS],
       nodes: [{ name: NODE, mac: MAC, ip: NODE_IP }],
       onReport: (r) => {
         if (introspection) introspectionReportHandler(introspection)(r);
