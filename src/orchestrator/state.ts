@@ -123,12 +123,13 @@ const ms = (s: number | undefined): number | undefined => (s === undefined ? und
 
 /**
  * The Docker spec of a planned container. `privileged` maps to every
- * capability but CAP_SYS_RESOURCE plus unconfined seccomp/AppArmor and every
+ * capability but CAP_SYS_RESOURCE plus unconfined seccomp/AppArmor, every
  * device allowed (`--device-cgroup-rule 'a *:* rwm'`: libvirt gives its guests
  * /dev/kvm and tap devices through the devices cgroup, which cannot allow what
- * the container's own denies): plain --privileged fails with Docker 20.10 on
- * hosts that lack that capability (the lab's container nodes among them), and
- * the mapped set works on both.
+ * the container's own denies) and no masked or read-only /proc and /sys paths
+ * (Neutron's metadata agent sets sysctls in the namespaces it makes): plain
+ * --privileged fails with Docker 20.10 on hosts that lack that capability (the
+ * lab's container nodes among them), and the mapped set works on both.
  */
 export function containerSpec(cloud: string, w: ContainerWork): ContainerSpec {
   const d = w.definition;
@@ -150,6 +151,7 @@ export function containerSpec(cloud: string, w: ContainerWork): ContainerSpec {
           capDrop: ['SYS_RESOURCE'],
           securityOpt: ['seccomp=unconfined', 'apparmor=unconfined'],
           deviceCgroupRules: ['a *:* rwm'],
+          unmaskPaths: true,
         }
       : d.cap_add
         ? { capAdd: d.cap_add }

@@ -154,6 +154,8 @@ export interface ContainerSpec {
   readonly securityOpt?: readonly string[];
   /** `--device-cgroup-rule`s, e.g. `a *:* rwm`: every device the container sees may be used. */
   readonly deviceCgroupRules?: readonly string[];
+  /** No masked and no read-only /proc and /sys paths (what --privileged also gives): /proc/sys writable. */
+  readonly unmaskPaths?: boolean;
   readonly healthcheck?: HealthcheckSpec;
 }
 
@@ -654,6 +656,8 @@ class DockerEngine implements ContainerEngine {
             ...(spec.pidMode ? { PidMode: spec.pidMode } : {}),
             ...(spec.securityOpt ? { SecurityOpt: [...spec.securityOpt] } : {}),
             ...(spec.deviceCgroupRules ? { DeviceCgroupRules: [...spec.deviceCgroupRules] } : {}),
+            // An empty list, not an absent one, is what turns Docker's default masks off.
+            ...(spec.unmaskPaths ? { MaskedPaths: [], ReadonlyPaths: [] } : {}),
           },
           abortSignal,
         }),

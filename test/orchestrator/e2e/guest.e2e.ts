@@ -217,11 +217,13 @@ describe('real guests: libvirt with QEMU TCG on a 1ctl-1comp lab', () => {
     expect(q, 'a qemu-system-x86_64 process with the server uuid on cmp-0').toBeDefined();
     expect(q!.args).toMatch(/-accel tcg,tb-size=64/);
     // os-vif's port on br-int, bound to the Neutron port
-    const port = osJson<{ id: string }[]>(`port list --server ${s.id}`)[0]!;
+    // (the client's list columns are titled: ID)
+    const port = osJson<{ ID: string }[]>(`port list --server ${s.id}`)[0]!;
+    expect(port?.ID, 'the server has a port').toMatch(/^[0-9a-f-]{36}$/);
     const iface = await onCompute(
-      `docker exec openvswitch_vswitchd ovs-vsctl --bare --columns=name find Interface external_ids:iface-id=${port.id}`,
+      `docker exec openvswitch_vswitchd ovs-vsctl --bare --columns=name find Interface external_ids:iface-id=${port.ID}`,
     );
-    expect(iface.trim()).toBe(`tap${port.id}`.slice(0, 14));
+    expect(iface.trim()).toBe(`tap${port.ID}`.slice(0, 14));
     await sleep(5000);
     const settled = (await qemuProcesses()).find((p) => p.uuid === s.id)!;
     figure('QEMU RSS per guest, tb-size 64 MiB (m1.tiny, 256 MiB RAM)', `${settled.rssMiB} MiB`);
