@@ -82,6 +82,9 @@ export function labInput(all: Loaded): LabInput {
     registryInsecure: inv.cloud.registry_insecure === true,
     release: all.release,
     networks: all.loaded.networks,
+    ...(inv.cloud.resources?.external_network
+      ? { floatingNetwork: inv.cloud.resources.external_network.network ?? 'external' }
+      : {}),
     nodes: inv.nodes.map((n) => ({
       name: n.name,
       role: n.role,

@@ -51,6 +51,8 @@ export interface ContainerSpec {
   readonly labels: Readonly<Record<string, string>>;
   readonly env?: readonly string[];
   readonly cmd?: readonly string[];
+  /** Replaces the image's entrypoint. */
+  readonly entrypoint?: readonly string[];
   /** Anonymous volumes (container paths). */
   readonly volumes?: readonly string[];
   readonly capAdd?: readonly string[];
@@ -308,6 +310,7 @@ export function localEngine(docker: Docker = new Docker()): LocalEngine {
           Labels: { ...spec.labels },
           ...(spec.env ? { Env: [...spec.env] } : {}),
           ...(spec.cmd ? { Cmd: [...spec.cmd] } : {}),
+          ...(spec.entrypoint ? { Entrypoint: [...spec.entrypoint] } : {}),
           ...(spec.volumes ? { Volumes: Object.fromEntries(spec.volumes.map((v) => [v, {}])) } : {}),
           ExposedPorts: exposed,
           HostConfig: {

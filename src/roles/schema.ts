@@ -450,6 +450,20 @@ export const ProvidesSchema = Type.Object(
         strict,
       ),
     ),
+    network_control: Type.Optional(
+      Type.Object(
+        {
+          container: ContainerName,
+          chassis_list: Type.Array(Type.String(), {
+            minItems: 1,
+            description:
+              "argv run in the container that lists the dataplane's chassis as an OVSDB JSON table " +
+              '(`ovn-sbctl --format=json` with the columns name, hostname, external_ids)',
+          }),
+        },
+        { ...strict, description: "the network control plane's database, where the chassis register" },
+      ),
+    ),
   },
   strict,
 );
@@ -482,6 +496,30 @@ export const AgentSchema = Type.Object(
   strict,
 );
 
+/** A Neutron agent the service runs on each of its nodes: it registers in `openstack network agent list`. */
+export const NetworkAgentSchema = Type.Object(
+  {
+    type: Type.String({ minLength: 1, description: 'its Agent Type in `openstack network agent list`' }),
+    gateway: Type.Optional(
+      Type.Object(
+        {
+          network: Type.String({
+            pattern: '^[a-z][a-z0-9_-]*$',
+            description: 'a node with an address on this network of the inventory is a gateway',
+          }),
+          type: Type.String({ minLength: 1, description: 'its Agent Type on a gateway' }),
+        },
+        strict,
+      ),
+    ),
+    chassis: Type.Optional(
+      Type.Boolean({ description: "each node of the service is a chassis in the network control plane's database" }),
+    ),
+  },
+  strict,
+);
+export type NetworkAgent = Static<typeof NetworkAgentSchema>;
+
 export const ServiceSchema = Type.Object(
   {
     name: ServiceName,
@@ -511,6 +549,7 @@ export const ServiceSchema = Type.Object(
     provides: Type.Optional(ProvidesSchema),
     cluster_check: Type.Optional(ClusterCheckSchema),
     agent: Type.Optional(AgentSchema),
+    network_agent: Type.Optional(NetworkAgentSchema),
     settings: Type.Optional(
       Type.Record(SettingName, Type.Union([Type.String(), Type.Number(), Type.Boolean(), SettingDeclarationSchema]), {
         description:

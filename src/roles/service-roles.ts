@@ -7,7 +7,7 @@
  * status and the upgrade read this and never a service's name.
  */
 import { InputError } from '../core/errors.js';
-import type { ClusterCheck, Service } from './schema.js';
+import type { ClusterCheck, NetworkAgent, Service } from './schema.js';
 
 /** The cloud's load balancer: its container and admin socket. */
 export interface LoadBalancerRole {
@@ -36,6 +36,21 @@ export interface AgentRole {
   readonly hypervisor: boolean;
 }
 
+/** The network control plane's database: where the chassis list is asked. */
+export interface NetworkControlRole {
+  readonly service: string;
+  readonly container: string;
+  readonly chassisList: readonly string[];
+}
+
+/** A Neutron agent of a service (its Agent Type; on gateways another), and whether its nodes are chassis. */
+export interface NetworkAgentRole {
+  readonly type: string;
+  /** Nodes with an address on `network` are gateways, and their agent is of type `type`. */
+  readonly gateway?: { readonly network: string; readonly type: string };
+  readonly chassis: boolean;
+}
+
 /** Every role a service file can declare, gathered over a set of services. */
 export interface ServiceRoles {
   readonly loadBalancer?: LoadBalancerRole;
@@ -44,19 +59,23 @@ export interface ServiceRoles {
   readonly messageQueue?: { readonly service: string };
   readonly imageStore?: { readonly service: string };
   readonly computeApi?: ClientRole;
+  readonly networkControl?: NetworkControlRole;
   /** service -> how its cluster is asked whether it is whole. */
   readonly clusterChecks: ReadonlyMap<string, ClusterCheck>;
   /** service -> the agent it registers with OpenStack. */
   readonly agents: ReadonlyMap<string, AgentRole>;
+  /** service -> the Neutron agent it runs on each of its nodes. */
+  readonly networkAgents: ReadonlyMap<string, NetworkAgentRole>;
 }
 
 /** The roles a set of service files declares (the catalog checks that each is declared once). */
 export function serviceRoles(services: Iterable<Service>): ServiceRoles {
   const out: {
     -readonly [K in keyof ServiceRoles]: ServiceRoles[K];
-  } = { clusterChecks: new Map(), agents: new Map() };
+  } = { clusterChecks: new Map(), agents: new Map(), networkAgents: new Map() };
   const checks = new Map<string, ClusterCheck>();
   const agents = new Map<string, AgentRole>();
+  const networkAgents = new Map<string, NetworkAgentRole>();
   for (const s of services) {
     const p = s.provides;
     if (p?.load_balancer)
@@ -76,13 +95,27 @@ export function serviceRoles(services: Iterable<Service>): ServiceRoles {
     if (p?.message_queue) out.messageQueue = { service: s.name };
     if (p?.image_store) out.imageStore = { service: s.name };
     if (p?.compute_api) out.computeApi = { service: s.name, clientContainer: p.compute_api.client_container };
+    if (p?.network_control)
+      out.networkControl = {
+        service: s.name,
+        container: p.network_control.container,
+        chassisList: p.network_control.chassis_list,
+      };
     if (s.cluster_check) checks.set(s.name, s.cluster_check);
+    if (s.network_agent) networkAgents.set(s.name, networkAgentRole(s.network_agent));
     if (s.agent) agents.set(s.name, { binary: s.agent.binary, hypervisor: s.agent.hypervisor ?? false });
   }
   out.clusterChecks = checks;
   out.agents = agents;
+  out.networkAgents = networkAgents;
   return out;
 }
+
+const networkAgentRole = (a: NetworkAgent): NetworkAgentRole => ({
+  type: a.type,
+  ...(a.gateway ? { gateway: { network: a.gateway.network, type: a.gateway.type } } : {}),
+  chassis: a.chassis ?? false,
+});
 
 /** The roles of `provides`, each of which one service at most may declare. */
 export const SINGLE_ROLES = [
@@ -92,6 +125,7 @@ export const SINGLE_ROLES = [
   'message_queue',
   'image_store',
   'compute_api',
+  'network_control',
 ] as const;
 
 /**

@@ -24,17 +24,27 @@ import {
   Severity,
   ViewState,
   type ErrorInfo,
+  type ChassisRow,
   type Finding,
   type GaleraDiagnosis,
   type GaleraMember,
   type CertificatesView,
   type ImagesView,
+  type NetworkAgentRow,
+  type NetworkView,
   type NodeStatus,
   type OpenStackView,
   type StatusReport,
 } from './model.js';
 import { NOT_DEPLOYED, evaluateOpenStack, novaExpectation } from './openstack.js';
-import { clientContainers, containerClient, novaView } from './openstack-client.js';
+import {
+  clientContainers,
+  containerClient,
+  listNetworkAgents,
+  novaView,
+  type OpenStackClient,
+} from './openstack-client.js';
+import { evaluateNetwork, networkExpectation, parseChassisJson } from './network.js';
 import { STATUS_EXIT, verdictOf } from './verdict.js';
 import { EXPIRY_THRESHOLD_DAYS, evaluateExpiry, expiryProblem, type ReadCertificate } from '../certs/expiry.js';
 
@@ -256,7 +266,7 @@ export async function collectStatus(
 
   // 2. Clusters, all at once (each query bounded), as their services' files say to ask them.
   const clustered = [...input.roles.clusterChecks].filter(([service]) => nodesOf(service).length);
-  const [read, openstack, images, certificates] = await Promise.all([
+  const [read, openstack, network, images, certificates] = await Promise.all([
     Promise.all(
       clustered.map(([service, check]) =>
         readCluster(
@@ -269,6 +279,7 @@ export async function collectStatus(
       ),
     ),
     openStackView(),
+    networkView(),
     imagesView(),
     certificatesView(),
   ]);
@@ -362,51 +373,131 @@ export async function collectStatus(
     }
   }
 
-  async function openStackView(): Promise<{ view: OpenStackView; findings: Finding[] }> {
+  /**
+   * The OpenStack client as the admin user, in the first node (plan order) that answered and runs a
+   * container with the client; or why there is none.
+   */
+  function adminClient(): { client: OpenStackClient; at: string } | { error: string } {
     const api = input.roles.computeApi?.service;
-    if (!api || !checked.has(api)) return { view: NOT_DEPLOYED, findings: [] };
     const containers = clientContainers(input.roles);
-    const problem = (state: ViewState, error: string, via?: string) => ({
-      view: { state, ...(via ? { via } : {}), error },
-      findings: [{ severity: Severity.UNHEALTHY, node: 'cloud', subject: 'openstack', message: error }],
-    });
-    if (!input.credentials) return problem(ViewState.UNKNOWN, 'no admin credentials (keystone_admin_password)');
-    // The first node (plan order) that answered and runs a container with the client.
+    if (!input.credentials) return { error: 'no admin credentials (keystone_admin_password)' };
     const identity = input.roles.identity?.service;
-    const candidates = [...new Set([...(identity ? nodesOf(identity) : []), ...nodesOf(api)])];
-    let via: { node: string; container: string } | undefined;
+    const candidates = [...new Set([...(identity ? nodesOf(identity) : []), ...(api ? nodesOf(api) : [])])];
     for (const node of candidates) {
       const n = byName.get(node);
       const c = n?.reachable
         ? containers.find((name) => n.containers.some((x) => x.name === name && x.state === 'running'))
         : undefined;
       if (c) {
-        via = { node, container: c };
-        break;
+        const client = containerClient({
+          docker: accessOf(node).docker,
+          node,
+          container: c,
+          credentials: input.credentials,
+          timeoutMs,
+        });
+        return { client, at: `${node}/${c}` };
       }
     }
-    if (!via) return problem(ViewState.UNKNOWN, `no running ${containers.join(' or ')} container to ask`);
-    const at = `${via.node}/${via.container}`;
-    const client = containerClient({
-      docker: accessOf(via.node).docker,
-      node: via.node,
-      container: via.container,
-      credentials: input.credentials,
-      timeoutMs,
+    return { error: `no running ${containers.join(' or ')} container to ask` };
+  }
+
+  async function openStackView(): Promise<{ view: OpenStackView; findings: Finding[] }> {
+    const api = input.roles.computeApi?.service;
+    if (!api || !checked.has(api)) return { view: NOT_DEPLOYED, findings: [] };
+    const problem = (state: ViewState, error: string, via?: string) => ({
+      view: { state, ...(via ? { via } : {}), error },
+      findings: [{ severity: Severity.UNHEALTHY, node: 'cloud', subject: 'openstack', message: error }],
     });
+    const admin = adminClient();
+    if ('error' in admin) return problem(ViewState.UNKNOWN, admin.error);
     try {
       const { computeServices, hypervisors } = await withDeadline(
-        novaView(client),
+        novaView(admin.client),
         timeoutMs + 5000,
-        `${at}: openstack`,
+        `${admin.at}: openstack`,
       );
       const planned = new Map(input.plan.services.filter((s) => checked.has(s.name)).map((s) => [s.name, s.nodes]));
       const findings = evaluateOpenStack(novaExpectation(planned, input.roles.agents), computeServices, hypervisors);
       const state = findings.length ? ViewState.PROBLEM : ViewState.OK;
-      return { view: { state, via: at, computeServices, hypervisors }, findings };
+      return { view: { state, via: admin.at, computeServices, hypervisors }, findings };
     } catch (err) {
-      return problem(ViewState.PROBLEM, messageOf(err), at);
+      return problem(ViewState.PROBLEM, messageOf(err), admin.at);
     }
+  }
+
+  /**
+   * The dataplane, when a checked service declares a Neutron agent: the chassis list from the first
+   * member of the network control plane that answers, Neutron's agents through the admin client.
+   */
+  async function networkView(): Promise<{ view?: NetworkView; findings: Finding[] }> {
+    const planned = new Map(input.plan.services.filter((s) => checked.has(s.name)).map((s) => [s.name, s.nodes]));
+    const declared = new Map([...input.roles.networkAgents].filter(([svc]) => nodesOf(svc).length));
+    if (!declared.size) return { findings: [] };
+    const want = networkExpectation(input.plan, planned, declared);
+    const errors: string[] = [];
+    const problem = (subject: string, message: string): Finding => ({
+      severity: Severity.UNHEALTHY,
+      node: 'cloud',
+      subject,
+      message,
+    });
+    const found: Finding[] = [];
+    const control = input.roles.networkControl;
+    const chassisRead = async (): Promise<{ rows?: ChassisRow[]; via?: string }> => {
+      if (!want.chassis.length) return {};
+      if (!control || !nodesOf(control.service).length) {
+        errors.push('no checked service lists the chassis (provides: network_control)');
+        return {};
+      }
+      const tried: string[] = [];
+      for (const node of nodesOf(control.service)) {
+        const r = await inContainer(node, control.container, control.chassisList);
+        if ('error' in r) {
+          tried.push(`${node}: ${r.error}`);
+          continue;
+        }
+        try {
+          return { rows: parseChassisJson(r.stdout), via: `${node}/${control.container}` };
+        } catch (err) {
+          tried.push(`${node}: ${messageOf(err)}`);
+        }
+      }
+      const message = `the chassis list could not be read: ${tried.join('; ')}`;
+      errors.push(message);
+      found.push(problem('chassis', message));
+      return {};
+    };
+    const agentsRead = async (): Promise<{ agents?: NetworkAgentRow[]; via?: string }> => {
+      const admin = adminClient();
+      if ('error' in admin) {
+        errors.push(`Neutron's agents not asked: ${admin.error}`);
+        found.push(problem('network agents', admin.error));
+        return {};
+      }
+      try {
+        const agents = await withDeadline(listNetworkAgents(admin.client), timeoutMs + 5000, `${admin.at}: openstack`);
+        return { agents, via: admin.at };
+      } catch (err) {
+        errors.push(messageOf(err));
+        found.push(problem('network agents', messageOf(err)));
+        return { via: admin.at };
+      }
+    };
+    const [chassis, agents] = await Promise.all([chassisRead(), agentsRead()]);
+    found.push(...evaluateNetwork(want, chassis.rows, agents.agents));
+    const state = !chassis.rows && !agents.agents ? ViewState.UNKNOWN : found.length ? ViewState.PROBLEM : ViewState.OK;
+    return {
+      view: {
+        state,
+        ...(chassis.via ? { chassisVia: chassis.via } : {}),
+        ...(chassis.rows ? { chassis: chassis.rows } : {}),
+        ...(agents.via ? { agentsVia: agents.via } : {}),
+        ...(agents.agents ? { agents: agents.agents } : {}),
+        ...(errors.length ? { errors } : {}),
+      },
+      findings: found,
+    };
   }
 
   const findings: Finding[] = [];
@@ -428,6 +519,7 @@ export async function collectStatus(
   const notAlreadySaid = (f: Finding): boolean => !unreachable.has(f.node);
   for (const c of clusters) findings.push(...c.findings.filter(notAlreadySaid));
   findings.push(...openstack.findings);
+  findings.push(...network.findings.filter(notAlreadySaid));
   findings.push(...images.findings);
   findings.push(...certificates.findings);
   const verdict = verdictOf(findings);
@@ -441,6 +533,7 @@ export async function collectStatus(
     nodes,
     clusters: clusters.map((c): ClusterView => c.view),
     openstack: openstack.view,
+    ...(network.view ? { network: network.view } : {}),
     images: images.view,
     ...(certificates.view ? { certificates: certificates.view } : {}),
     findings,

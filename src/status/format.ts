@@ -6,6 +6,7 @@
 import { short } from '../images/pin.js';
 import { CLUSTER_READERS } from './clusters.js';
 import { ConfigState, ViewState, type NodeStatus, type StatusReport } from './model.js';
+import { GATEWAY_FLAG } from './network.js';
 
 /** A plain text table: columns padded to the widest cell (the last one is not padded). */
 function table(header: readonly string[], rows: readonly (readonly string[])[], indent = '  '): string {
@@ -77,7 +78,38 @@ export function formatClusters(r: StatusReport): string {
         )
       : '  no hypervisors\n';
   }
-  return s + formatImages(r) + formatCertificates(r);
+  return s + formatNetwork(r) + formatImages(r) + formatCertificates(r);
+}
+
+/** The dataplane: one line, the chassis (gateways marked) and Neutron's agents. */
+export function formatNetwork(r: StatusReport): string {
+  const v = r.network;
+  if (!v) return '';
+  const via = [v.chassisVia && `chassis from ${v.chassisVia}`, v.agentsVia && `agents from ${v.agentsVia}`]
+    .filter(Boolean)
+    .join(', ');
+  let s = `network: ${v.state}${via ? ` (${via})` : ''}\n`;
+  for (const e of v.errors ?? []) s += `  ${e}\n`;
+  if (v.chassis)
+    s += v.chassis.length
+      ? table(
+          ['CHASSIS', 'HOSTNAME', 'GATEWAY', 'BRIDGE MAPPINGS'],
+          v.chassis.map((c) => [
+            c.name,
+            c.hostname,
+            (c.externalIds['ovn-cms-options'] ?? '').includes(GATEWAY_FLAG) ? 'yes' : 'no',
+            c.externalIds['ovn-bridge-mappings'] || '-',
+          ]),
+        )
+      : '  no chassis\n';
+  if (v.agents)
+    s += v.agents.length
+      ? table(
+          ['AGENT TYPE', 'HOST', 'ALIVE'],
+          v.agents.map((a) => [a.type, a.host, a.alive ? 'yes' : 'no']),
+        )
+      : '  no network agents\n';
+  return s;
 }
 
 /** The served certificates and the CA: one line, then a table. */

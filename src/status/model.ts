@@ -245,6 +245,34 @@ export interface OpenStackView {
   readonly error?: string;
 }
 
+/** A chassis registered in the network control plane's database (OVN Southbound `Chassis`). */
+export interface ChassisRow {
+  /** Its name: the node's system-id, which stackctl sets to the node's name. */
+  readonly name: string;
+  readonly hostname: string;
+  readonly externalIds: Readonly<Record<string, string>>;
+}
+
+/** A row of `openstack network agent list`. */
+export interface NetworkAgentRow {
+  /** Agent Type, e.g. `OVN Controller Gateway agent`. */
+  readonly type: string;
+  readonly host: string;
+  readonly alive: boolean;
+}
+
+/** The dataplane: the chassis in the control plane's database and Neutron's agents, against the plan. */
+export interface NetworkView {
+  readonly state: ViewState;
+  /** `node/container` the chassis list was read in. */
+  readonly chassisVia?: string;
+  readonly chassis?: readonly ChassisRow[];
+  /** `node/container` the OpenStack client ran in. */
+  readonly agentsVia?: string;
+  readonly agents?: readonly NetworkAgentRow[];
+  readonly errors?: readonly string[];
+}
+
 /** One OVN database as an ovn-central member serves it. */
 export interface OvsdbDatabase {
   /** OVN_Northbound or OVN_Southbound. */
@@ -335,6 +363,8 @@ export interface StatusReport {
   /** Each clustered service (its file's cluster_check) as its members see it. */
   readonly clusters: readonly ClusterView[];
   readonly openstack: OpenStackView;
+  /** The dataplane's chassis and Neutron's agents (absent when no checked service declares them). */
+  readonly network?: NetworkView;
   /** The images' tags in the registry against their pins. */
   readonly images: ImagesView;
   /** The served certificates' expiry (absent when the status run was not given any to read). */

@@ -19,7 +19,7 @@ import type { Secret } from '../core/secret.js';
 import type { DeployPlan } from '../orchestrator/planner.js';
 import type { ContainerEngine } from '../remote/index.js';
 import type { ServiceRoles } from '../roles/service-roles.js';
-import type { ComputeService, Hypervisor } from './model.js';
+import type { ComputeService, Hypervisor, NetworkAgentRow } from './model.js';
 
 /** The OpenStack client: argv after `openstack`, stdout back; rejects with E_OPENSTACK_CLIENT. */
 export interface OpenStackClient {
@@ -60,6 +60,8 @@ export const OPENSTACK_COMMANDS = {
   ],
   /** Every hypervisor with hostname, type, host IP and state. */
   hypervisors: ['hypervisor', 'list', '-f', 'json'],
+  /** Every Neutron agent with its type, host and liveness. */
+  networkAgents: ['network', 'agent', 'list', '-f', 'json'],
   /**
    * Hypervisors with their vCPU and memory statistics (`--long`, microversion ≤ 2.87).
    * NOTE: not `hypervisor show`: for microversions below 2.88 the client also asks the compute
@@ -415,6 +417,20 @@ export async function listComputeServices(c: OpenStackClient, binary?: string): 
 /** Nova's hypervisors: `hypervisor list`. */
 export async function listHypervisors(c: OpenStackClient): Promise<Hypervisor[]> {
   return parseHypervisors(await c.openstack(OPENSTACK_COMMANDS.hypervisors));
+}
+
+/** Parse `openstack network agent list -f json` (Alive: a boolean, or the table's `:-)` / `XXX`). */
+export function parseNetworkAgents(text: string): NetworkAgentRow[] {
+  return jsonRows(text, 'network agent list').map((r) => ({
+    type: str(field(r, 'Agent Type', 'agent_type')),
+    host: str(field(r, 'Host', 'host')),
+    alive: [true, ':-)', 'True', 'true'].includes(field(r, 'Alive', 'alive') as string | boolean),
+  }));
+}
+
+/** Neutron's agents: `network agent list`. */
+export async function listNetworkAgents(c: OpenStackClient): Promise<NetworkAgentRow[]> {
+  return parseNetworkAgents(await c.openstack(OPENSTACK_COMMANDS.networkAgents));
 }
 
 /** Nova's own view, both lists asked at once. */

@@ -12,6 +12,7 @@ import { Secret } from '../../src/core/secret.js';
 import type { ContainerInfo, ExecResult } from '../../src/remote/index.js';
 import { adminCredentials } from '../../src/roles/credentials.js';
 import { collectStatus, type StatusNodeAccess } from '../../src/status/collect.js';
+import { formatStatus } from '../../src/status/format.js';
 import { catalog } from '../helpers/plan.js';
 import { deployed, fakeEngine, labPlan, workOn, type ExecCall } from './fixture.js';
 
@@ -38,6 +39,10 @@ function cloud(
     if (argv.join(' ') === 'openstack compute service list -f json')
       return ok(sample('openstack-compute-service-list.json'));
     if (argv.join(' ') === 'openstack hypervisor list -f json') return ok(sample('openstack-hypervisor-list.json'));
+    if (argv.join(' ') === 'openstack network agent list -f json')
+      return ok(sample('openstack-network-agent-list.json'));
+    if (argv[0] === 'ovn-sbctl') return ok(sample('ovn-sbctl-chassis.json'));
+    if (argv[0] === 'sh' && argv.join(' ').includes('cluster/status')) return ok(sample('ovsdb-standalone.txt'));
     return { code: 1, stdout: '', stderr: `unexpected ${argv.join(' ')}` };
   };
   const engines = new Map(
@@ -222,6 +227,39 @@ describe('collectStatus', () => {
     });
     expect([r.verdict, r.exitCode]).toEqual(['healthy', 0]);
     expect(JSON.stringify(r)).not.toContain(PASSWORD);
+  });
+});
+
+describe('collectStatus: the dataplane', () => {
+  it('every service planned: the chassis read in ovn_sb_db, the agents through the admin client; a lost chassis names its node', async () => {
+    const c = cloud(labPlan().services);
+    const credentials = adminCredentials(c.plan, new Secret(PASSWORD), { iface: 'internal', region: 'RegionOne' })!.env;
+    const r = await collectStatus({ ...c, credentials }, { connect: c.connect });
+    expect(r.network).toMatchObject({ state: 'ok', chassisVia: 'ctl-0/ovn_sb_db', agentsVia: 'ctl-0/keystone' });
+    expect(r.network?.chassis?.map((x) => x.name).sort()).toEqual(['cmp-0', 'ctl-0']);
+    expect(r.network?.agents).toHaveLength(3);
+    expect(r.findings.filter((f) => f.subject === 'chassis' || /agent/.test(f.subject))).toEqual([]);
+    const sb = c.calls.find((x) => x.argv[0] === 'ovn-sbctl')!;
+    expect(sb.container).toBe('ovn_sb_db');
+    expect(sb.argv).toContain('--no-leader-only');
+    expect(formatStatus(r)).toMatch(/network: ok \(chassis from ctl-0\/ovn_sb_db, agents from ctl-0\/keystone\)\n/);
+    expect(formatStatus(r)).toMatch(/ctl-0 +ctl-0 +yes +physnet1:br-ex/);
+
+    // the chassis list read on a node whose ovn_sb_db is stopped: the finding says where and why
+    const stopped = cloud(labPlan().services, (node, containers) => {
+      const sbdb = containers.get('ovn_sb_db');
+      if (sbdb) containers.set('ovn_sb_db', { ...sbdb, state: { ...sbdb.state, running: false, status: 'exited' } });
+    });
+    const s = await collectStatus({ ...stopped, credentials }, { connect: stopped.connect });
+    expect(s.network?.state).toBe('problem');
+    expect(s.findings).toContainEqual(
+      expect.objectContaining({
+        node: 'cloud',
+        subject: 'chassis',
+        message: expect.stringMatching(/^the chassis list could not be read: ctl-0: container ovn_sb_db exited/),
+      }),
+    );
+    expect(s.exitCode).not.toBe(0);
   });
 });
 

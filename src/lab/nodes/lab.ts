@@ -18,6 +18,7 @@ import { REGISTRY_CONTAINER } from '../../images/registry.js';
 import type { Release } from '../../roles/schema.js';
 import { ensureKeyPair, sshKeygen, writeKnownHosts, type KeyGen } from './keys.js';
 import { writeLabMachines } from './machines.js';
+import { checksumOffloadOff, hostNetContainer } from './offload.js';
 import { tarFiles } from './tar.js';
 
 /** Labels on everything a container lab creates. */
@@ -61,6 +62,8 @@ export interface LabInput {
   readonly registryInsecure: boolean;
   readonly release: Release;
   readonly networks: ReadonlyMap<string, ParsedNetwork>;
+  /** The inventory network Neutron's floating IPs are on (cloud.resources.external_network), if any. */
+  readonly floatingNetwork?: string;
   readonly nodes: readonly {
     readonly name: string;
     readonly role: string;
@@ -352,6 +355,14 @@ export async function labUp(input: LabInput, deps: LabDeps, opts: LabUpOptions =
       report.startedContainers.push(n.container);
       log(`node ${n.node}: started`);
     }
+  }
+
+  // This machine reaches floating IPs through the external network's bridge: no checksum offload there
+  const floating = plan.networks.find((n) => n.network === input.floatingNetwork);
+  if (floating) {
+    const o = await checksumOffloadOff(engine, { lab: plan.name, image, labels, gateway: floating.gateway });
+    if (o.created) report.createdContainers.push(hostNetContainer(plan.name));
+    log(`network ${floating.docker}: transmit checksum offload off on ${o.bridge} and its ${o.ports} port(s)`);
   }
 
   writeLabMachines(

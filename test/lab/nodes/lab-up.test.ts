@@ -141,6 +141,23 @@ describe('stackctl lab up --kind container --topology 1ctl-1comp (real dockerd)'
       }
       expect(info).toContain('Storage Driver: overlay2');
     }
+    // This machine's side of the external network (floating IPs): no transmit checksum offload on the
+    // bridge holding this machine's address there, nor on the veths into the nodes
+    const hostnet = `stackctl-${NAME}-hostnet`;
+    const br = await engine.exec(hostnet, [
+      'sh',
+      '-c',
+      'ip -o -4 addr show | awk \'$4 == "10.97.10.254/24" {print $2}\'',
+    ]);
+    const bridge = br.output.trim();
+    expect(bridge, 'the bridge holding 10.97.10.254').toMatch(/^br-[0-9a-f]{12}$/);
+    const ports = (await engine.exec(hostnet, ['ls', `/sys/class/net/${bridge}/brif`])).output.trim().split(/\s+/);
+    expect(ports).toHaveLength(2);
+    for (const dev of [bridge, ...ports]) {
+      const k = await engine.exec(hostnet, ['ethtool', '-k', dev]);
+      expect(k.output, dev).toMatch(/^tx-checksumming: off$/m);
+    }
+    expect(text).toMatch(/transmit checksum offload off on br-[0-9a-f]{12} and its 2 port\(s\)/);
   }, 300_000);
 
   it('nodes pull from the lab registry over the lab network and run nested containers', async () => {
