@@ -139,7 +139,7 @@ export const DISK_NODE_FILES: NodeFiles = {
     writeFileAtomic(file, text);
     // the rename is durable once the folder is: before this, a power cut could bring the old file back
     fsyncDir(dirname(file));
-    return this.stat(file)!;
+    return DISK_NODE_FILES.stat(file)!;
   },
   append(file, at, text) {
     let fd: number | undefined;
