@@ -145,6 +145,13 @@ const NO_JOURNAL: JournalView = { stamp: undefined, follows: false, end: 0, line
  * outside it (`nodes list|show`, `lab status`, dry runs) only read, and
  * reading never changes the files. `get()` answers from memory, as of this
  * store's last read or write.
+ *
+ * NOTE: a stamp repeats only when a file is replaced by one with the same
+ * inode number, size and change times (within one tick of the filesystem's
+ * clock): two compactions by another store between two of this store's
+ * applies, both writing a snapshot of the same size. Within one process
+ * that takes two stores of one inventory both writing, which no command does;
+ * between processes the run lock keeps the second writer out.
  */
 export class NodeStateStore {
   readonly #records = new Map<string, NodeRecord>();
