@@ -9,13 +9,14 @@ import {
   statSync,
   unlinkSync,
   writeSync,
+  type BigIntStats,
   type Stats,
 } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { IoError, InputError } from './errors.js';
 
 /** What a file that is not a regular file is, in words. */
-function fileKind(st: Stats): string {
+function fileKind(st: Stats | BigIntStats): string {
   if (st.isFIFO()) return 'a FIFO (named pipe)';
   if (st.isCharacterDevice()) return 'a character device';
   if (st.isBlockDevice()) return 'a block device';
@@ -32,7 +33,7 @@ function readError(file: string, err: unknown): IoError {
   });
 }
 
-function notRegular(file: string, st: Stats): IoError {
+function notRegular(file: string, st: Stats | BigIntStats): IoError {
   return new IoError('E_FILE_TYPE', `${file} is ${fileKind(st)}, not a regular file`, {
     hint: 'Give the path of a regular file: stackctl does not read inventories, secrets or state from pipes or devices.',
     location: { file },
@@ -56,13 +57,14 @@ export function regularFile(file: string): Stats {
 }
 
 /**
- * Read a text file, refusing files larger than `maxBytes` (a guard against
+ * Read a file whole, refusing files larger than `maxBytes` (a guard against
  * mistaken or hostile input) and anything but a regular file. The type is
  * checked before the file is opened (opening some devices has effects) and
  * again on the open descriptor, which is opened non-blocking, so a file
- * swapped for a FIFO in between cannot hang the read either.
+ * swapped for a FIFO in between cannot hang the read either. Resolves to the
+ * bytes and the status of the very file they were read from.
  */
-export function readTextFile(file: string, maxBytes: number): string {
+export function readFileChecked(file: string, maxBytes: number): { data: Buffer; stat: BigIntStats } {
   regularFile(file);
   let fd: number;
   try {
@@ -71,9 +73,9 @@ export function readTextFile(file: string, maxBytes: number): string {
     throw readError(file, err);
   }
   try {
-    const st = fstatSync(fd);
+    const st = fstatSync(fd, { bigint: true });
     if (!st.isFile()) throw notRegular(file, st);
-    if (st.size > maxBytes) {
+    if (st.size > BigInt(maxBytes)) {
       throw new InputError(
         'E_FILE_TOO_LARGE',
         `${file} is ${st.size} bytes, more than the limit of ${maxBytes} bytes`,
@@ -84,7 +86,7 @@ export function readTextFile(file: string, maxBytes: number): string {
       );
     }
     try {
-      return readFileSync(fd, 'utf8');
+      return { data: readFileSync(fd), stat: st };
     } catch (err) {
       throw readError(file, err);
     }
@@ -93,12 +95,22 @@ export function readTextFile(file: string, maxBytes: number): string {
   }
 }
 
+/** Read a text file (UTF-8) with the checks of readFileChecked. */
+export function readTextFile(file: string, maxBytes: number): string {
+  return readFileChecked(file, maxBytes).data.toString('utf8');
+}
+
+/** True when an error of this module says that the file does not exist. */
+export function isMissingFile(e: unknown): boolean {
+  return e instanceof IoError && (e.cause as NodeJS.ErrnoException | undefined)?.code === 'ENOENT';
+}
+
 /** readTextFile, or undefined when the file does not exist. */
 export function readTextFileIfExists(file: string, maxBytes: number): string | undefined {
   try {
     return readTextFile(file, maxBytes);
   } catch (e) {
-    if (e instanceof IoError && (e.cause as NodeJS.ErrnoException | undefined)?.code === 'ENOENT') return undefined;
+    if (isMissingFile(e)) return undefined;
     throw e;
   }
 }
@@ -140,5 +152,31 @@ export function exists(file: string): boolean {
     return true;
   } catch {
     return false;
+  }
+}
+
+/**
+ * Make the entries of a folder durable (a file created, renamed or removed
+ * in it): fsync of the folder itself. Filesystems that cannot fsync a folder
+ * (EINVAL) are left as they are.
+ */
+export function fsyncDir(dir: string): void {
+  let fd: number | undefined;
+  try {
+    fd = openSync(dir, constants.O_RDONLY | constants.O_DIRECTORY);
+    fsyncSync(fd);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EINVAL') return;
+    throw new IoError(
+      'E_FILE_WRITE',
+      `cannot sync the folder ${dir}: ${(err as NodeJS.ErrnoException).code ?? 'error'}`,
+      {
+        hint: 'Check that the folder exists and is writable.',
+        cause: err,
+        location: { file: dir },
+      },
+    );
+  } finally {
+    if (fd !== undefined) closeSync(fd);
   }
 }

@@ -399,7 +399,7 @@ describe('which commands take the run lock', () => {
         `error E_LOCKED: ${inv} is locked by another stackctl run: 'stackctl deploy -i lab.yaml'`,
       );
       // refused before anything: no secrets, IPAM state, image pins or node state appeared
-      for (const ext of ['.secrets.yaml', '.ipam.json', '.images.json', '.nodes.json', '.certs']) {
+      for (const ext of ['.secrets.yaml', '.ipam.json', '.images.json', '.nodes.json', '.nodes.journal', '.certs']) {
         expect(existsSync(inv.replace('.yaml', ext))).toBe(false);
       }
     } finally {

@@ -535,7 +535,8 @@ describe('provisioning of PXE-booted VMs', () => {
   it('kept every token and private key out of consoles, events and state files', () => {
     const texts = [
       JSON.stringify(events),
-      readFileSync(join(dir, 'lab.nodes.json'), 'utf8'),
+      // the node state file and its journal, whichever hold this run's transitions
+      ...[join(dir, 'lab.nodes.json'), nodes.journalFile].filter(existsSync).map((f) => readFileSync(f, 'utf8')),
       readFileSync(dnsmasq!.paths.log, 'utf8'),
       ...NODES.map((v) => consoleOf(v.node, 100_000)),
       ...[...vms.values()].map((vm) => (vm.lastArgv ?? []).join(' ')),

@@ -27,6 +27,7 @@ import {
   type DeployTarget,
 } from '../../src/provision/deploy.js';
 import { NodeStateStore } from '../../src/provision/machine.js';
+import { memoryNodeFiles } from '../../src/provision/node-files.js';
 import { provisionNodes } from '../../src/provision/provision.js';
 import { BootServer } from '../../src/pxe/http.js';
 import { generateEd25519 } from '../../src/remote/keys.js';
@@ -80,11 +81,9 @@ afterEach(() => server.disarm(NODE));
 function setup(): { deps: DeployDeps; machine: InMemoryMachine; nodes: NodeStateStore; knownHosts: string } {
   // results of an earlier test must be older than this one's deploy
   clock += 1_000;
-  const files = new Map<string, string>();
   const nodes = NodeStateStore.open(join(dir, `${tokens}-lab.nodes.json`), {
     now: () => new Date(clock),
-    write: (f, t) => void files.set(f, t),
-    read: (f) => files.get(f),
+    files: memoryNodeFiles(),
   });
   const machine = new InMemoryMachine({ name: NODE });
   const knownHosts = join(dir, `${tokens}-lab.known_hosts`);

@@ -262,7 +262,10 @@ describe('inspection of a PXE-booted VM', () => {
     expect(stored?.data.interfaces[0]?.mac).toBe(MAC);
     expect(await vm!.powerState()).toBe('off');
     expect(server!.isArmed(NODE)).toBe(false);
-    // state files hold no token
+    // state files hold no token: the journal of this run's transitions, then the node state file it is folded into
+    expect(readFileSync(nodes.journalFile, 'utf8')).not.toContain(token);
+    nodes.close();
+    expect(existsSync(nodes.journalFile)).toBe(false);
     expect(readFileSync(`${files}.nodes.json`, 'utf8')).not.toContain(token);
     expect(readFileSync(`${files}.introspection.json`, 'utf8')).not.toContain(token);
   }, 180_000);

@@ -18,6 +18,7 @@ import {
   type InspectDeps,
 } from '../../src/provision/inspect.js';
 import { NodeStateStore } from '../../src/provision/machine.js';
+import { memoryNodeFiles } from '../../src/provision/node-files.js';
 import { machinePower } from './machine-power.js';
 
 const NODE = 'n1';
@@ -35,7 +36,7 @@ function setup() {
   const files = new Map<string, string>();
   const write = (f: string, t: string): void => void files.set(f, t);
   const read = (f: string): string | undefined => files.get(f);
-  const nodes = NodeStateStore.open('/nonexistent/lab.nodes.json', { now, write, read });
+  const nodes = NodeStateStore.open('/nonexistent/lab.nodes.json', { now, files: memoryNodeFiles() });
   const introspection = IntrospectionStore.open('/nonexistent/lab.introspection.json', { now, write, read });
   const machine = new InMemoryMachine({ name: NODE });
   const armed = new Set<string>();

@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -171,9 +171,10 @@ describe('NodeStateStore', () => {
     const file = join(dir, 'x.nodes.json');
     const store = NodeStateStore.open(file);
     store.apply('n', NodeEvent.MANAGE);
-    const before = readFileSync(file, 'utf8');
+    const before = readFileSync(store.journalFile, 'utf8');
     expect(() => store.apply('n', NodeEvent.DEPLOY)).toThrow(InvalidTransition);
-    expect(readFileSync(file, 'utf8')).toBe(before);
+    expect(readFileSync(store.journalFile, 'utf8')).toBe(before);
+    expect(existsSync(file)).toBe(false);
     expect(store.get('n').state).toBe('verifying');
   });
 

@@ -468,6 +468,7 @@ export async function vmLabDown(
   const files = [
     ...st.files,
     `${base}.nodes.json`,
+    `${base}.nodes.journal`,
     `${base}.introspection.json`,
     `${base}.pxe`,
     // host keys a deploy recorded for the VMs: a new lab reuses the addresses with new keys

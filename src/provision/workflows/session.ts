@@ -31,7 +31,7 @@ export interface NodeSession {
   readonly events: EventSink;
   /** The node's BMC driver, one per node for the whole run. */
   driver(node: string): BmcDriver;
-  /** Close every driver and the IPMI transport. */
+  /** Close every driver and the IPMI transport, and fold the node state journal in when the run wrote to it. */
   close(): Promise<void>;
 }
 
@@ -65,8 +65,12 @@ export function openNodeSession(
       return d;
     },
     async close() {
-      await Promise.allSettled([...drivers.values()].map((d) => d.close()));
-      await transport.close();
+      try {
+        await Promise.allSettled([...drivers.values()].map((d) => d.close()));
+        await transport.close();
+      } finally {
+        store.close();
+      }
     },
   };
 }

@@ -307,6 +307,7 @@ describe('stackctl lab up --kind vm --nodes 2, nodes enroll + inspect, lab down 
     expect(processesWith(labDir).filter(alive)).toEqual([]);
     expect(existsSync(join(labDir, 'vm'))).toBe(false);
     expect(existsSync(join(dir, `${NAME}.nodes.json`))).toBe(false);
+    expect(existsSync(join(dir, `${NAME}.nodes.journal`))).toBe(false);
     // what lab up wrote next to the inventory stays until --purge
     expect(existsSync(inventory)).toBe(true);
     const purge = await runCli('lab', 'down', '--kind', 'vm', '--name', NAME, '-i', inventory, '--purge');
