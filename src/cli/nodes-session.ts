@@ -122,7 +122,10 @@ export function withBootOptions(cmd: Command, timeoutS: number): Command {
       numberOption('--http-port <port>', 'port of the HTTP boot server (0: any free port)', RANGE.listenPort, 0),
     )
     .option('--tftp-root <dir>', 'folder with undionly.kpxe/ipxe.efi (default: /usr/lib/ipxe when present)')
-    .option('--kernel-arg <arg...>', 'ramdisk kernel arguments (default: console=ttyS0,115200 quiet loglevel=3 cryptomgr.notests)')
+    .option(
+      '--kernel-arg <arg...>',
+      'ramdisk kernel arguments (default: console=ttyS0,115200 quiet loglevel=3 cryptomgr.notests)',
+    )
     .addOption(secondsOption('--timeout', 'longest wait for each node', RANGE.seconds, timeoutS));
 }
 
