@@ -181,7 +181,7 @@ export function fakeContext(
   const empty: DeployPlan = { cloud: 'lab', steps: [], unsupported: [] };
   let t = 0;
   const ctx: UpgradeContext = {
-    services: { clusterChecks: new Map(), agents: new Map() },
+    services: { clusterChecks: new Map(), agents: new Map(), networkAgents: new Map() },
     // the lab's plain-HTTP registry, as every inventory says today (cloud.registry_insecure)
     inventory: { cloud: { registry_insecure: true } } as UpgradeContext['inventory'],
     inventoryFile: opts.inventoryFile ?? '/nonexistent/inv.yaml',
