@@ -242,6 +242,7 @@ describe('collectStatus: the dataplane', () => {
     const sb = c.calls.find((x) => x.argv[0] === 'ovn-sbctl')!;
     expect(sb.container).toBe('ovn_sb_db');
     expect(sb.argv).toContain('--no-leader-only');
+    expect(sb.argv).toContain('--columns=name,hostname,external_ids');
     expect(formatStatus(r)).toMatch(/network: ok \(chassis from ctl-0\/ovn_sb_db, agents from ctl-0\/keystone\)\n/);
     expect(formatStatus(r)).toMatch(/ctl-0 +ctl-0 +yes +physnet1:br-ex/);
 
