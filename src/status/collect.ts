@@ -261,8 +261,9 @@ export async function collectStatus(
     }
   };
   const checked = new Set(input.services);
-  const nodesOf = (service: string): readonly string[] =>
-    checked.has(service) ? (input.plan.services.find((s) => s.name === service)?.nodes ?? []) : [];
+  /** Checked service -> its nodes. */
+  const planned = new Map(input.plan.services.filter((s) => checked.has(s.name)).map((s) => [s.name, s.nodes]));
+  const nodesOf = (service: string): readonly string[] => planned.get(service) ?? [];
 
   // 2. Clusters, all at once (each query bounded), as their services' files say to ask them.
   const clustered = [...input.roles.clusterChecks].filter(([service]) => nodesOf(service).length);
@@ -417,7 +418,6 @@ export async function collectStatus(
         timeoutMs + 5000,
         `${admin.at}: openstack`,
       );
-      const planned = new Map(input.plan.services.filter((s) => checked.has(s.name)).map((s) => [s.name, s.nodes]));
       const findings = evaluateOpenStack(novaExpectation(planned, input.roles.agents), computeServices, hypervisors);
       const state = findings.length ? ViewState.PROBLEM : ViewState.OK;
       return { view: { state, via: admin.at, computeServices, hypervisors }, findings };
@@ -431,7 +431,6 @@ export async function collectStatus(
    * member of the network control plane that answers, Neutron's agents through the admin client.
    */
   async function networkView(): Promise<{ view?: NetworkView; findings: Finding[] }> {
-    const planned = new Map(input.plan.services.filter((s) => checked.has(s.name)).map((s) => [s.name, s.nodes]));
     const declared = new Map([...input.roles.networkAgents].filter(([svc]) => nodesOf(svc).length));
     if (!declared.size) return { findings: [] };
     const want = networkExpectation(input.plan, planned, declared);

@@ -6,7 +6,7 @@
 import { short } from '../images/pin.js';
 import { CLUSTER_READERS } from './clusters.js';
 import { ConfigState, ViewState, type NodeStatus, type StatusReport } from './model.js';
-import { GATEWAY_FLAG } from './network.js';
+import { flaggedGateway } from './network.js';
 
 /** A plain text table: columns padded to the widest cell (the last one is not padded). */
 function table(header: readonly string[], rows: readonly (readonly string[])[], indent = '  '): string {
@@ -97,7 +97,7 @@ export function formatNetwork(r: StatusReport): string {
           v.chassis.map((c) => [
             c.name,
             c.hostname,
-            (c.externalIds['ovn-cms-options'] ?? '').includes(GATEWAY_FLAG) ? 'yes' : 'no',
+            flaggedGateway(c) ? 'yes' : 'no',
             c.externalIds['ovn-bridge-mappings'] || '-',
           ]),
         )

@@ -80,7 +80,7 @@ export function parseChassisJson(output: string): ChassisRow[] {
 }
 
 /** Is the row flagged as a gateway (its external_ids' ovn-cms-options, where Neutron 21 reads them)? */
-const flaggedGateway = (row: ChassisRow): boolean =>
+export const flaggedGateway = (row: ChassisRow): boolean =>
   (row.externalIds['ovn-cms-options'] ?? '')
     .split(',')
     .map((o) => o.trim())
@@ -123,12 +123,12 @@ export function evaluateNetwork(
       if (!want.chassis.includes(r.name)) add(Severity.DRIFT, r.name, 'chassis', 'a chassis the plan does not have');
   }
   if (agents) {
+    const planned = (x: { host: string; type: string }): boolean =>
+      want.agents.some((w) => w.host === x.host && w.type === x.type);
     for (const w of want.agents) {
       const a = agents.find((x) => x.host === w.host && x.type === w.type);
       if (!a) {
-        const other = agents.find(
-          (x) => x.host === w.host && want.agents.every((y) => y.type !== x.type || y.host !== x.host),
-        );
+        const other = agents.find((x) => x.host === w.host && !planned(x));
         add(
           Severity.UNHEALTHY,
           w.host,
@@ -137,11 +137,9 @@ export function evaluateNetwork(
         );
       } else if (!a.alive) add(Severity.UNHEALTHY, w.host, w.type, 'Neutron reports it not alive');
     }
-    for (const a of agents) {
-      const planned = want.agents.some((w) => w.host === a.host && w.type === a.type);
-      if (!planned && !a.alive)
+    for (const a of agents)
+      if (!planned(a) && !a.alive)
         add(Severity.DRIFT, a.host, a.type, 'not alive and not in the plan (delete it from Neutron?)');
-    }
   }
   return out;
 }
