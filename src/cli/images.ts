@@ -104,11 +104,15 @@ export function registerImages(program: Command): Command {
         `guest: of vmlinuz, initrd.gz and guest.json (default ${DEFAULT_GUEST_IMAGE_DIR})`,
     )
     .option('--force', 'host, guest: rebuild even when nothing changed')
+    .option(
+      '--kernel-arg <arg...>',
+      "host: kernel arguments after the definition's (a lab under QEMU TCG: cryptomgr.notests, docs/images.md)",
+    )
     .option('--verbose', 'show the build output')
     .action(
       async (
         target: string,
-        opts: ReleaseOpts & { only?: string[]; verbose?: boolean; out?: string; force?: boolean },
+        opts: ReleaseOpts & { only?: string[]; verbose?: boolean; out?: string; force?: boolean; kernelArg?: string[] },
       ) => {
         if (!(BUILD_TARGETS as readonly string[]).includes(target)) {
           throw new UsageError('E_USAGE', `unknown build target '${target}'`, {
@@ -132,6 +136,7 @@ export function registerImages(program: Command): Command {
           const build = await buildHostImage({
             outDir: resolve(opts.out ?? DEFAULT_HOST_IMAGE_DIR),
             force: opts.force === true,
+            extraKernelArgs: opts.kernelArg ?? [],
             log: (line) => out(line + '\n'),
           });
           const m = build.manifest;

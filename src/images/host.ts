@@ -39,7 +39,7 @@ import {
 import { createHash } from 'node:crypto';
 import { join, relative } from 'node:path';
 import { Type, type Static } from '@sinclair/typebox';
-import { InputError, IoError, RemoteError, ValidationFailed } from '../core/errors.js';
+import { InputError, IoError, RemoteError, UsageError, ValidationFailed } from '../core/errors.js';
 import { readTextFile, writeFileAtomic } from '../core/fs.js';
 import { canonicalJson, sha256 } from '../core/hash.js';
 import { packageRoot } from '../core/paths.js';
@@ -52,6 +52,17 @@ import { findMirrors, type Mirrors } from './rootfs.js';
 const RECIPE_VERSION = 2;
 
 /** The definition file (`images/host/host.yaml`). */
+/** One word of a kernel command line as the image definition and `--kernel-arg` accept it. */
+export const KERNEL_ARG_PATTERN = '^[A-Za-z0-9_.,=:/-]+$';
+
+/**
+ * What a lab adds to the host image's command line (`images build host --kernel-arg`): no crypto
+ * self-tests. Under QEMU's TCG a deployed node's first boot sat over 260 s in the kernel's
+ * `cryptomgr_test` ("soft lockup") and missed its SSH deadline; on hardware the tests take
+ * milliseconds, so the image the definition describes keeps them.
+ */
+export const TCG_HOST_KERNEL_ARGS: readonly string[] = ['cryptomgr.notests'];
+
 export const HostDefinitionSchema = Type.Object(
   {
     suite: Type.String({ pattern: '^[a-z]+$', description: 'Debian suite given to debootstrap' }),
@@ -67,7 +78,7 @@ export const HostDefinitionSchema = Type.Object(
       minItems: 1,
       description: 'kernel modules of the image initramfs (MODULES=list)',
     }),
-    kernel_args: Type.Array(Type.String({ pattern: '^[A-Za-z0-9_.,=:/-]+$' }), {
+    kernel_args: Type.Array(Type.String({ pattern: KERNEL_ARG_PATTERN }), {
       description: 'kernel command line after root=',
     }),
   },
@@ -132,6 +143,8 @@ export interface HostInputs {
   /** sha256 of each file under files/, by relative path. */
   readonly files: Readonly<Record<string, string>>;
   readonly mirrors: Mirrors;
+  /** Kernel arguments after the definition's (`--kernel-arg`); absent when none. */
+  readonly extraKernelArgs?: readonly string[];
 }
 
 /** The manifest (host.json): recorded next to the image. */
@@ -170,6 +183,8 @@ export interface HostBuildOptions {
   readonly run?: RunCommand;
   readonly log?: (line: string) => void;
   readonly now?: () => number;
+  /** Appended to the definition's kernel_args (a lab's, e.g. TCG_HOST_KERNEL_ARGS); part of the inputs' hash. */
+  readonly extraKernelArgs?: readonly string[];
 }
 
 /** Read and check the definition; every fault at once. */
@@ -198,11 +213,28 @@ function listFiles(dir: string): string[] {
 }
 
 /** The inputs and their hash, computed without building anything. */
-export function hostInputs(sourceDir: string, mirrors: Mirrors): { inputs: HostInputs; inputsHash: string } {
+export function hostInputs(
+  sourceDir: string,
+  mirrors: Mirrors,
+  extraKernelArgs: readonly string[] = [],
+): { inputs: HostInputs; inputsHash: string } {
   const definition = loadHostDefinition(sourceDir);
   const filesDir = join(sourceDir, 'files');
   const files = Object.fromEntries(listFiles(filesDir).map((f) => [f, sha256(readFileSync(join(filesDir, f)))]));
-  const inputs: HostInputs = { recipe: RECIPE_VERSION, definition, files, mirrors };
+  const bad = extraKernelArgs.find((a) => !new RegExp(KERNEL_ARG_PATTERN).test(a));
+  if (bad !== undefined) {
+    throw new UsageError('E_OPTION', `--kernel-arg must be one word of letters, digits and _.,=:/-, not '${bad}'`, {
+      hint: 'Give each kernel argument its own --kernel-arg, e.g. --kernel-arg cryptomgr.notests.',
+    });
+  }
+  // without extra arguments the inputs (and their hash) are those of the definition alone
+  const inputs: HostInputs = {
+    recipe: RECIPE_VERSION,
+    definition,
+    files,
+    mirrors,
+    ...(extraKernelArgs.length ? { extraKernelArgs: [...extraKernelArgs] } : {}),
+  };
   return { inputs, inputsHash: sha256(canonicalJson(inputs)) };
 }
 
@@ -229,7 +261,7 @@ export async function buildHostImage(options: HostBuildOptions): Promise<HostBui
   const sourceDir = options.sourceDir ?? defaultHostSourceDir();
   const outDir = options.outDir;
   const mirrors = options.mirrors ?? findMirrors();
-  const { inputs, inputsHash } = hostInputs(sourceDir, mirrors);
+  const { inputs, inputsHash } = hostInputs(sourceDir, mirrors, options.extraKernelArgs);
   mkdirSync(outDir, { recursive: true });
 
   const previous = readHostManifest(outDir);
@@ -267,7 +299,7 @@ export async function buildHostImage(options: HostBuildOptions): Promise<HostBui
       .split('\n')
       .filter(Boolean)
       .sort();
-    writeGrubConfig(root, { kernel, rootUuid, args: def.kernel_args });
+    writeGrubConfig(root, { kernel, rootUuid, args: [...def.kernel_args, ...(inputs.extraKernelArgs ?? [])] });
     // what the image does not need once built: downloaded packages and apt's lists
     for (const d of ['var/cache/apt/archives', 'var/lib/apt/lists']) emptyDir(join(root, d), ['lock', 'partial']);
     emptyDir(join(root, 'tmp'), []);

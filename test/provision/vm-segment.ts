@@ -4,13 +4,15 @@
  * advertisements spare iPXE a ~13 s wait), and tap devices for QEMU NICs.
  * Names carry a tag from the test process id, so runs do not collide, and
  * `destroy()` removes taps, bridge and the iptables rule. Traffic stays on
- * this bridge: nothing is routed anywhere else.
+ * this bridge: nothing is routed anywhere else. A segment left by a killed
+ * run (its tag's process is gone) that holds the same address is removed
+ * first: its link-down route would otherwise take the host's replies.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, rmdirSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { HOST_BUILD_TOOLS, buildHostImage, type HostBuild } from '../../src/images/host.js';
+import { HOST_BUILD_TOOLS, TCG_HOST_KERNEL_ARGS, buildHostImage, type HostBuild } from '../../src/images/host.js';
 import { $ } from 'zx';
 
 /** A Debian package for each tool the VM tests run. */
@@ -69,6 +71,7 @@ export class VmSegment {
   }
 
   async create(): Promise<void> {
+    await removeStaleHolders(this.hostCidr.split('/')[0]!, this.bridge);
     this.#created = true;
     await $`ip link add ${this.bridge} type bridge`;
     await $`ip addr add ${this.hostCidr} dev ${this.bridge}`;
@@ -101,7 +104,60 @@ export class VmSegment {
   }
 }
 
-/** The host image the VM tests deploy; kept across runs (a rebuild with nothing changed takes milliseconds). */
+/** The process id a segment tag stands for (see the tests: the pid in base 36, last 5 digits). */
+export function tagPid(tag: string): number | undefined {
+  return /^[0-9a-z]{1,5}$/.test(tag) ? parseInt(tag, 36) : undefined;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Before a segment takes `address`: a test bridge of a dead run that holds it
+ * is deleted with its taps and iptables rule; any other holder is an error
+ * that names it. Two interfaces with one prefix give the kernel one route,
+ * the older one: a killed run's link-down bridge silently swallowed every
+ * reply to the VMs (DHCP, sent raw, still worked).
+ */
+export async function removeStaleHolders(address: string, self: string): Promise<string[]> {
+  const out = await $({ quiet: true })`ip -j -4 addr show`;
+  const links = JSON.parse(out.stdout) as { ifname: string; addr_info?: { local: string }[] }[];
+  const removed: string[] = [];
+  for (const link of links) {
+    if (link.ifname === self || !(link.addr_info ?? []).some((a) => a.local === address)) continue;
+    const tag = /^stkib-(.+)$/.exec(link.ifname)?.[1];
+    const pid = tag === undefined ? undefined : tagPid(tag);
+    if (pid === undefined || alive(pid)) {
+      throw new Error(
+        `${link.ifname} already holds ${address}` +
+          (pid === undefined ? '' : ` for a running test (pid ${pid})`) +
+          `: remove it ("ip link del ${link.ifname}") or wait for that run`,
+      );
+    }
+    const taps = (
+      JSON.parse((await $({ quiet: true })`ip -j link show master ${link.ifname}`).stdout) as { ifname: string }[]
+    ).map((l) => l.ifname);
+    for (const tap of taps) await $({ nothrow: true, quiet: true })`ip link del ${tap}`;
+    await $({ quiet: true })`ip link del ${link.ifname}`;
+    for (;;) {
+      const r = await $({
+        nothrow: true,
+        quiet: true,
+      })`iptables -D DOCKER-USER -i ${link.ifname} -o ${link.ifname} -j ACCEPT`;
+      if (r.exitCode !== 0) break;
+    }
+    removed.push(link.ifname);
+  }
+  return removed;
+}
+
+/** The host image the VM tests deploy (with TCG_HOST_KERNEL_ARGS); kept across runs (a rebuild with nothing changed takes milliseconds). */
 export const TEST_HOST_IMAGE_DIR = join(tmpdir(), 'stackctl-test-host');
 const HOST_IMAGE_LOCK = `${TEST_HOST_IMAGE_DIR}.lock`;
 
@@ -126,7 +182,8 @@ export async function testHostImage(log: (line: string) => void = () => undefine
     }
   }
   try {
-    return await buildHostImage({ outDir: TEST_HOST_IMAGE_DIR, log });
+    // the VMs run under TCG: the image boots without the kernel's crypto self-tests
+    return await buildHostImage({ outDir: TEST_HOST_IMAGE_DIR, log, extraKernelArgs: TCG_HOST_KERNEL_ARGS });
   } finally {
     rmdirSync(HOST_IMAGE_LOCK);
   }
