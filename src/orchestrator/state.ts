@@ -6,6 +6,7 @@
  */
 import type { ContainerInfo, ContainerSpec } from '../remote/index.js';
 import type { ConfigWork, ContainerInputs, ContainerWork } from './planner.js';
+import { PRIVILEGED_OPTIONS } from '../roles/privileged.js';
 
 /** Labels every deployed container carries. */
 export const LABEL = {
@@ -122,14 +123,8 @@ export function parseSha256sum(text: string): Map<string, string> {
 const ms = (s: number | undefined): number | undefined => (s === undefined ? undefined : s * 1000);
 
 /**
- * The Docker spec of a planned container. `privileged` maps to every
- * capability but CAP_SYS_RESOURCE plus unconfined seccomp/AppArmor, every
- * device allowed (`--device-cgroup-rule 'a *:* rwm'`: libvirt gives its guests
- * /dev/kvm and tap devices through the devices cgroup, which cannot allow what
- * the container's own denies) and no masked or read-only /proc and /sys paths
- * (Neutron's metadata agent sets sysctls in the namespaces it makes): plain
- * --privileged fails with Docker 20.10 on hosts that lack that capability (the
- * lab's container nodes among them), and the mapped set works on both.
+ * The Docker spec of a planned container; `privileged` maps to the options of
+ * roles/privileged.ts (which the plan hashes into the container's hash).
  */
 export function containerSpec(cloud: string, w: ContainerWork): ContainerSpec {
   const d = w.definition;
@@ -147,11 +142,11 @@ export function containerSpec(cloud: string, w: ContainerWork): ContainerSpec {
     ...(d.init ? { init: true } : {}),
     ...(d.privileged
       ? {
-          capAdd: ['ALL'],
-          capDrop: ['SYS_RESOURCE'],
-          securityOpt: ['seccomp=unconfined', 'apparmor=unconfined'],
-          deviceCgroupRules: ['a *:* rwm'],
-          unmaskPaths: true,
+          capAdd: [...PRIVILEGED_OPTIONS.capAdd],
+          capDrop: [...PRIVILEGED_OPTIONS.capDrop],
+          securityOpt: [...PRIVILEGED_OPTIONS.securityOpt],
+          deviceCgroupRules: [...PRIVILEGED_OPTIONS.deviceCgroupRules],
+          unmaskPaths: PRIVILEGED_OPTIONS.unmaskPaths,
         }
       : d.cap_add
         ? { capAdd: d.cap_add }

@@ -5,6 +5,7 @@ import type { Inventory } from '../inventory/schema.js';
 import { HAPROXY_CRT_DIR, SERVED_ENDPOINTS, servedEndpoints, type ServedEndpoint } from '../certs/served.js';
 import type { Catalog } from './catalog.js';
 import { describeSetting, SECRET_REF, settingProblem, type SettingValue } from '../inventory/settings.js';
+import { PRIVILEGED_OPTIONS } from './privileged.js';
 import { imageRef, pinnedRef } from './release.js';
 import { STEPS, type Release, type Service, type StepNumber } from './schema.js';
 import { printableText, revealSecrets, SecretRef } from './templates.js';
@@ -698,14 +699,21 @@ function buildSteps(
 // The options of a container are the same on every node: serialise each once.
 const containerJson = new WeakMap<object, string>();
 
-/** sha256 of image + container options + the (path, hash) of each config it reads. */
+/** What `privileged` maps to, serialised once: part of a privileged container's hash. */
+const privilegedJson = canonicalJson(PRIVILEGED_OPTIONS);
+
+/**
+ * sha256 of image + container options (with what `privileged` maps to, so a new mapping recreates
+ * exactly the privileged containers) + the (path, hash) of each config it reads.
+ */
 function containerHash(
   image: string,
   container: Service['containers'][number],
   reads: readonly (readonly string[])[],
 ): string {
   let json = containerJson.get(container);
-  if (json === undefined) containerJson.set(container, (json = canonicalJson(container)));
+  if (json === undefined)
+    containerJson.set(container, (json = canonicalJson(container) + (container.privileged ? privilegedJson : '')));
   return sha256(`${image}\n${json}\n${reads.map((r) => r.join(' ')).join('\n')}`);
 }
 
