@@ -111,6 +111,28 @@ describe('tenant networking in the plan', () => {
     expect(file(r, 'ctl-0', '/etc/stackctl/neutron-server/ml2_conf.ini')).toContain('max_header_size = 38');
   });
 
+  it("sends Nova port events as Nova's service user, and the compute waits for them (fatal after the timeout)", () => {
+    const text = generateInventoryYaml({ controllers: 1, computes: 1 });
+    const r = planFromText(text);
+    const neutron = file(r, 'ctl-0', '/etc/stackctl/neutron-server/neutron.conf');
+    expect(neutron).toMatch(/^notify_nova_on_port_status_changes = true$/m);
+    expect(neutron).toMatch(/^notify_nova_on_port_data_changes = true$/m);
+    const section = /^\[nova\]\n([^[]*)/m.exec(neutron)?.[1] ?? '';
+    expect(section).toMatch(/^username = nova$/m);
+    expect(section).toMatch(/^project_name = service$/m);
+    expect(section).toMatch(/^endpoint_type = internal$/m);
+    // the same password as nova's own [keystone_authtoken]
+    const novaConf = file(r, 'ctl-0', '/etc/stackctl/nova-api/nova.conf');
+    const novaPassword = /^\[keystone_authtoken\]\n[^[]*?^password = (.+)$/m.exec(novaConf)?.[1];
+    expect(novaPassword).toBeTruthy();
+    expect(section).toContain(`password = ${novaPassword}`);
+    const compute = file(r, 'cmp-0', '/etc/stackctl/nova-compute/nova.conf');
+    expect(compute).toMatch(/^vif_plugging_timeout = 300$/m);
+    expect(compute).toMatch(/^vif_plugging_is_fatal = true$/m);
+    const noWait = planFromText(withSettings(text, 'nova_vif_plugging_timeout: 0'));
+    expect(file(noWait, 'cmp-0', '/etc/stackctl/nova-compute/nova.conf')).toMatch(/^vif_plugging_is_fatal = false$/m);
+  });
+
   it('runs OVN standalone on one controller, a RAFT cluster joined through the bootstrap node on three', () => {
     const one = planFromText(generateInventoryYaml({ controllers: 1, computes: 1 }));
     const db1 = file(one, 'ctl-0', '/etc/stackctl/ovn-central/start-db.sh');

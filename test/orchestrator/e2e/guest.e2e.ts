@@ -48,9 +48,9 @@ let keyFile = '';
 const os = (args: string): string => openstack(openrc, args, 300_000);
 const osJson = <T>(args: string): T => openstackJson<T>(openrc, args, 300_000);
 
-/** A shell script on cmp-0: its standard output (the test fails on a non-zero exit). */
-async function onCompute(script: string): Promise<string> {
-  const r = await lab.remote('cmp-0').exec(['sh', '-c', script], { timeoutMs: 120_000 });
+/** A shell script on a node (cmp-0 by default): its standard output (the test fails on a non-zero exit). */
+async function onCompute(script: string, node = 'cmp-0'): Promise<string> {
+  const r = await lab.remote(node).exec(['sh', '-c', script], { timeoutMs: 120_000 });
   expect(r.code, `${script}\n${r.stderr}`).toBe(0);
   return r.stdout;
 }
@@ -234,6 +234,11 @@ describe('real guests: libvirt with QEMU TCG on a 1ctl-1comp lab', () => {
       `docker exec openvswitch_vswitchd ovs-vsctl --bare --columns=name find Interface external_ids:iface-id=${port.ID}`,
     );
     expect(iface.trim()).toBe(`tap${port.ID}`.slice(0, 14));
+    // neutron-server told Nova the port was plugged (nova-compute waited for it: vif_plugging_timeout)
+    const apiLog = await onCompute('docker logs nova_api 2>&1', 'ctl-0');
+    expect(apiLog).toContain(`Creating event network-vif-plugged:${port.ID} for instance ${s.id} on cmp-0`);
+    const computeConf = await onCompute('cat /etc/stackctl/nova-compute/nova.conf');
+    expect(computeConf).toMatch(/^vif_plugging_is_fatal = true$/m);
     await sleep(5000);
     const settled = (await qemuProcesses()).find((p) => p.uuid === s.id)!;
     figure('QEMU RSS per guest, tb-size 64 MiB (m1.tiny, 256 MiB RAM)', `${settled.rssMiB} MiB`);
