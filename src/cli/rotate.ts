@@ -1,8 +1,10 @@
+import { existsSync, readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { InputError } from '../core/errors.js';
 import { rotateKeyRepository } from '../inventory/secrets.js';
+import { EffectKind, journalFileFor, parseJournal } from '../orchestrator/journal.js';
 import { secretSpecs } from '../roles/catalog.js';
-import { loadAll, type Loaded } from './context.js';
+import { loadAll, planOf, type Loaded } from './context.js';
 import { out, printIssues } from './output.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
 import { withRunLock } from './run-lock.js';
@@ -17,6 +19,8 @@ export const ROTATIONS = {
     repository: 'keystone_fernet_key',
     service: 'keystone',
     maxActiveSetting: 'keystone_fernet_max_active_keys',
+    /** The rendered file that carries the keys to the nodes. */
+    file: '/etc/stackctl/keystone/fernet-keys.list',
   },
 } as const;
 export type RotationName = keyof typeof ROTATIONS;
@@ -30,8 +34,33 @@ export function registerRotate(program: Command): void {
         `${r.description}; writes the secrets file once (mode 0600), prints key indices only; ` +
           "'stackctl deploy' then recreates the containers that read the keys",
       )
-      .action((opts: CommonOpts) => withRunLock(opts.inventory, () => rotateOne(name, opts)));
+      .option('--force', 'rotate although the previous rotation is not deployed to every node (see docs/tls.md)')
+      .action((opts: RotateOpts) => withRunLock(opts.inventory, () => rotateOne(name, opts)));
   }
+}
+
+type RotateOpts = CommonOpts & { force?: boolean };
+
+/**
+ * The nodes whose last deployed copy of `file` (the deploy journal's last upload done) is not the
+ * one the secrets file renders now: a rotation is waiting for its deploy there. Nodes never
+ * deployed with the file (no upload in the journal) are not counted: they get the whole set at
+ * their first deploy.
+ */
+export function undeployedNodes(all: Loaded, file: string): string[] {
+  const journal = journalFileFor(all.inventoryFile);
+  if (!existsSync(journal)) return [];
+  const deployed = new Map<string, string>();
+  for (const r of parseJournal(readFileSync(journal, 'utf8')))
+    if (r.type === 'effect' && r.state === 'done' && r.effect.kind === EffectKind.UPLOAD && r.effect.target === file)
+      deployed.set(r.effect.node, r.effect.hash);
+  const out: string[] = [];
+  for (const n of planOf(all).effective.nodes) {
+    const now = n.configs.find((c) => c.dest === file)?.sha256;
+    const then = deployed.get(n.name);
+    if (now !== undefined && then !== undefined && then !== now) out.push(n.name);
+  }
+  return out;
 }
 
 /** The value of a setting for this cloud: the inventory's, else the release's, else the service's default. */
@@ -44,7 +73,7 @@ function settingOf(all: Loaded, name: string): unknown {
 }
 
 /** Rotate one repository (under the run lock: the secrets file is read, rotated and replaced). */
-function rotateOne(name: RotationName, opts: CommonOpts): void {
+function rotateOne(name: RotationName, opts: RotateOpts): void {
   const r = ROTATIONS[name];
   const all = loadAll(opts);
   printIssues(all.warnings.filter((w) => w.code !== 'W_NO_SECRETS'));
@@ -55,6 +84,18 @@ function rotateOne(name: RotationName, opts: CommonOpts): void {
       'E_ROTATE_NOT_USED',
       `this cloud runs no service with key repository ${r.repository} (service ${r.service})`,
       { hint: `Only the keys of a service the inventory's roles run can be rotated; nothing was written.` },
+    );
+  }
+  const waiting = opts.force ? [] : undeployedNodes(all, r.file);
+  if (waiting.length) {
+    throw new InputError(
+      'E_ROTATE_NOT_DEPLOYED',
+      `the previous rotation of ${r.repository} is not deployed on ${waiting.join(', ')} (the deploy journal has an older ${r.file} there)`,
+      {
+        hint:
+          `Run 'stackctl deploy -i ${opts.inventory}' first: rotating again now would make the primary a key those nodes do not hold yet, ` +
+          'and tokens they sign or validate would fail on the others. --force rotates anyway (when no Keystone runs on them). Nothing was written.',
+      },
     );
   }
   const report = rotateKeyRepository(all.secretsFile, spec, Number(settingOf(all, r.maxActiveSetting)));

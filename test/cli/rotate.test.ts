@@ -1,7 +1,8 @@
-import { chmodSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { appendFileSync, chmodSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { loadAll, planOf } from '../../src/cli/context.js';
 import { loadSecrets } from '../../src/inventory/secrets.js';
+import { journalFileFor } from '../../src/orchestrator/journal.js';
 import type { Plan } from '../../src/roles/plan.js';
 import { copyInventory, runCli } from '../helpers/cli.js';
 
@@ -107,6 +108,38 @@ describe('stackctl rotate keystone-keys', () => {
     expect([...keys(inv).keys()]).toEqual([0, 3, 4, 5]);
     const p = planOf(loadAll({ inventory: inv }));
     expect(p.rendered.get('ctl-0')!.get('/etc/stackctl/keystone/keystone.conf')).toContain('max_active_keys = 4\n');
+  });
+
+  it('refuses a second rotation until the deploy journal shows the first one uploaded to every node; --force overrides', async () => {
+    const inv = copyInventory('lab.yaml');
+    await runCli('secrets', 'generate', '-i', inv);
+    const LIST = '/etc/stackctl/keystone/fernet-keys.list';
+    /** Record in the journal the key list of the current secrets as uploaded to every keystone node. */
+    const deployed = (): void => {
+      for (const n of planOf(loadAll({ inventory: inv })).effective.nodes) {
+        const c = n.configs.find((f) => f.dest === LIST);
+        if (!c) continue;
+        const effect = { kind: 'upload', node: n.name, target: LIST, hash: c.sha256 };
+        appendFileSync(
+          journalFileFor(inv),
+          JSON.stringify({ time: new Date().toISOString(), run: 'r1', type: 'effect', state: 'done', effect }) + '\n',
+        );
+      }
+    };
+    deployed();
+    expect((await runCli('rotate', 'keystone-keys', '-i', inv)).code).toBe(0);
+    const before = readFileSync(secretsOf(inv), 'utf8');
+    const refused = await runCli('rotate', 'keystone-keys', '-i', inv);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain('E_ROTATE_NOT_DEPLOYED');
+    expect(refused.stderr).toContain('ctl-0');
+    expect(readFileSync(secretsOf(inv), 'utf8')).toBe(before);
+    deployed();
+    expect((await runCli('rotate', 'keystone-keys', '-i', inv)).code).toBe(0);
+    expect([...keys(inv).keys()]).toEqual([0, 2, 3]);
+    const forced = await runCli('rotate', 'keystone-keys', '-i', inv, '--force');
+    expect(forced.code, forced.stderr).toBe(0);
+    expect([...keys(inv).keys()]).toEqual([0, 3, 4]);
   });
 
   it('refuses without a secrets file, and with one others can read (changing nothing)', async () => {
