@@ -20,6 +20,7 @@ export const COMMANDS: readonly CommandModule[] = [
   { name: 'inventory', load: async () => (await import('./inventory.js')).registerInventory },
   { name: 'secrets', load: async () => (await import('./secrets.js')).registerSecrets },
   { name: 'certs', load: async () => (await import('./certs.js')).registerCerts },
+  { name: 'rotate', load: async () => (await import('./rotate.js')).registerRotate },
   { name: 'plan', load: async () => (await import('./plan.js')).registerPlan },
   { name: 'ipam', load: async () => (await import('./ipam.js')).registerIpam },
   { name: 'schema', load: async () => (await import('./schema.js')).registerSchema },

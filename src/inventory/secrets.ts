@@ -6,6 +6,7 @@ import { readTextFile, writeFileAtomic } from '../core/fs.js';
 import { checkSchema } from '../core/schema.js';
 import { Secret } from '../core/secret.js';
 import { parseYaml, toYaml } from '../core/yaml.js';
+import { keyEntry, keyIndices, rotateKeys, type RotationReport } from './key-repository.js';
 import { describeControl } from './settings.js';
 
 /**
@@ -31,10 +32,20 @@ export const SECRET_KINDS = {
 } as const;
 export type SecretKind = keyof typeof SECRET_KINDS;
 
+/** The entries of services: a spec stands for in a new secrets file: its name, or a key repository's keys 0 (staged) and 1 (primary). */
+export function entriesOf(spec: SecretSpec): string[] {
+  return spec.key_repository ? [keyEntry(spec.name, 0), keyEntry(spec.name, 1)] : [spec.name];
+}
+
 /** A secret a service needs, as declared in its service file. */
 export interface SecretSpec {
   readonly name: string;
   readonly kind: SecretKind;
+  /**
+   * A key repository (src/inventory/key-repository.ts): the secrets file holds `NAME_<index>`, one
+   * key each; `generate` makes a staged key 0 and a primary 1 when it holds none.
+   */
+  readonly key_repository?: boolean;
 }
 
 const Credentials = Type.Object(
@@ -170,19 +181,57 @@ export function generateSecrets(
     );
   }
   for (const spec of [...specs].sort((a, b) => a.name.localeCompare(b.name))) {
+    if (spec.key_repository) {
+      if (keyIndices(spec.name, Object.keys(services)).length) continue;
+      for (const entry of entriesOf(spec)) {
+        services[entry] = SECRET_KINDS[spec.kind]();
+        added.push(entry);
+      }
+      continue;
+    }
     if (services[spec.name] !== undefined) continue;
     services[spec.name] = SECRET_KINDS[spec.kind]();
     added.push(spec.name);
   }
   if (added.length === 0 && !created) return { file, created, added, kept };
+  writeSecretsFile(file, bmc, services);
+  return { file, created, added, kept };
+}
+
+/** Write the whole secrets file at once (temporary file, fsync, rename), mode 0600. */
+function writeSecretsFile(file: string, bmc: SecretsFile['bmc'], services: Record<string, string>): void {
   const sortedServices = Object.fromEntries(Object.entries(services).sort(([a], [b]) => a.localeCompare(b)));
-  const sortedBmc = Object.fromEntries(Object.entries(bmc).sort(([a], [b]) => a.localeCompare(b)));
+  const sortedBmc = Object.fromEntries(Object.entries(bmc ?? {}).sort(([a], [b]) => a.localeCompare(b)));
   const body =
     '# stackctl secrets: BMC credentials and service passwords. Keep this file private (mode 0600).\n' +
     '# Existing values are never overwritten by `stackctl secrets generate`.\n' +
     toYaml({ bmc: sortedBmc, services: sortedServices });
   writeFileAtomic(file, body, 0o600);
-  return { file, created, added, kept };
+}
+
+/**
+ * Rotate the key repository `spec.name` of the secrets file once (rotateKeys) and write the file
+ * in one atomic replacement. The caller holds the inventory's run lock. Returns indices only.
+ */
+export function rotateKeyRepository(
+  file: string,
+  spec: SecretSpec,
+  maxActive: number,
+  newKey: () => string = SECRET_KINDS[spec.kind],
+): RotationReport {
+  if (!existsSync(file)) {
+    throw new IoError('E_NO_SECRETS_FILE', `no secrets file ${file}: the keys to rotate live there`, {
+      hint: "Run 'stackctl secrets generate' for this inventory first; there is nothing to rotate yet.",
+    });
+  }
+  const raw = readRaw(file);
+  const services: Record<string, string> = { ...(raw.services ?? {}) };
+  const keys = new Map(keyIndices(spec.name, Object.keys(services)).map((i) => [i, services[keyEntry(spec.name, i)]!]));
+  const { keys: next, report } = rotateKeys(spec.name, keys, maxActive, newKey);
+  for (const i of keys.keys()) delete services[keyEntry(spec.name, i)];
+  for (const [i, k] of next) services[keyEntry(spec.name, i)] = k;
+  writeSecretsFile(file, raw.bmc, services);
+  return report;
 }
 
 function randomString(length: number, alphabet: string): string {

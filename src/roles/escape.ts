@@ -240,7 +240,7 @@ export const FORMATS = {
     escapers: [],
   },
   key: {
-    description: 'a key file (one line: a Fernet key or an Erlang cookie)',
+    description: 'a key file (a Fernet key or an Erlang cookie, or a key list of INDEX KEY lines)',
     chars: /[A-Za-z0-9+/=_-]/,
     bareText: 'letters, digits and + / = _ -',
     escapers: [],

@@ -5,6 +5,7 @@ import type { Inventory } from '../inventory/schema.js';
 import { HAPROXY_CRT_DIR, SERVED_ENDPOINTS, servedEndpoints, type ServedEndpoint } from '../certs/served.js';
 import type { Catalog } from './catalog.js';
 import { describeSetting, SECRET_REF, settingProblem, type SettingValue } from '../inventory/settings.js';
+import { keyEntry, keyIndices } from '../inventory/key-repository.js';
 import { PRIVILEGED_OPTIONS } from './privileged.js';
 import { imageRef, pinnedRef } from './release.js';
 import { STEPS, type Release, type Service, type StepNumber } from './schema.js';
@@ -381,9 +382,13 @@ export function buildPlan(input: PlanInput): PlanResult {
     tlsContext[e] = served.includes(e) ? new SecretRef(tlsSecret(e)) : false;
 
   // Templates render with placeholders; the real files get the values substituted afterwards.
-  const secretRefs: Record<string, SecretRef> = {};
+  const secretRefs: Record<string, SecretRef | { index: number; key: SecretRef }[]> = {};
   for (const svc of usedServices) {
     for (const s of svc.secrets ?? []) {
+      if (s.key_repository) {
+        secretRefs[s.name] = keyRepositoryRefs(s.name, svc.name, input.secrets);
+        continue;
+      }
       secretRefs[s.name] = new SecretRef(s.name);
       if (input.secrets) {
         const v = input.secrets.get(s.name);
@@ -626,6 +631,28 @@ export function buildPlan(input: PlanInput): PlanResult {
       }
     : plan;
   return { plan, effective, rendered };
+}
+
+/**
+ * A key repository as templates see it: its keys by index, ascending, each a SecretRef. Without
+ * secrets (a printable plan on a machine that has none) the two keys `secrets generate` makes.
+ */
+function keyRepositoryRefs(
+  name: string,
+  service: string,
+  secrets: ReadonlyMap<string, unknown> | undefined,
+): { index: number; key: SecretRef }[] {
+  const indices = secrets ? keyIndices(name, secrets.keys()) : [0, 1];
+  if (indices[0] !== 0 || indices.length < 2) {
+    throw new InputError(
+      'E_SECRET_MISSING',
+      `key repository '${name}' (service ${service}) needs a staged key ${name}_0 and a primary in the secrets file; it holds ${indices.length ? `indices ${indices.join(', ')}` : 'none'}`,
+      {
+        hint: "Run 'stackctl secrets generate' to create a repository that has no keys; restore lost keys from a backup of the secrets file.",
+      },
+    );
+  }
+  return indices.map((index) => ({ index, key: new SecretRef(keyEntry(name, index)) }));
 }
 
 /** A service's host preparation on its nodes, when it has one and its condition holds. */

@@ -351,6 +351,12 @@ export const SecretSpecSchema = Type.Object(
       Type.Literal('vrrp_password'),
       Type.Literal('hex_key'),
     ]),
+    key_repository: Type.Optional(
+      Type.Boolean({
+        description:
+          'a key repository: the secrets file holds NAME_<index>, one key each (0 staged, the highest primary); templates see a list of { index, key }; `stackctl rotate` rotates it (docs/roles.md)',
+      }),
+    ),
   },
   strict,
 );

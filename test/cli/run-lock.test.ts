@@ -315,6 +315,7 @@ describe('an inventory that is not a regular file', () => {
 const LOCKING: readonly (readonly string[])[] = [
   ['secrets', 'generate'],
   ['certs', 'generate'],
+  ['rotate', 'keystone-keys'],
   ['plan'], // a fresh inventory: new IPAM allocations to save
   ['ipam', 'release', 'gone-0'],
   ['nodes', 'power', 'on', '--all'],

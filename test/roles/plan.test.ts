@@ -2,6 +2,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { sha256, uuidFromName } from '../../src/core/hash.js';
 import { Secret } from '../../src/core/secret.js';
+import { entriesOf } from '../../src/inventory/secrets.js';
 import { generateInventoryYaml } from '../../src/inventory/generate.js';
 import { defaultReleasesDir } from '../../src/core/paths.js';
 import { allocate, EMPTY_IPAM } from '../../src/inventory/ipam.js';
@@ -17,7 +18,7 @@ const planFor = planFromText;
 function allSecrets(value: (name: string) => string): Map<string, Secret> {
   const m = new Map<string, Secret>();
   for (const svc of catalog.services.values())
-    for (const s of svc.secrets ?? []) m.set(s.name, new Secret(value(s.name)));
+    for (const s of svc.secrets ?? []) for (const e of entriesOf(s)) m.set(e, new Secret(value(e)));
   return m;
 }
 

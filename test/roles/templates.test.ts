@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Secret } from '../../src/core/secret.js';
+import { entriesOf } from '../../src/inventory/secrets.js';
 import { generateInventoryYaml } from '../../src/inventory/generate.js';
 import { compileTemplate, printableText, revealSecrets, SecretRef } from '../../src/roles/templates.js';
 import { catalog, planFromText } from '../helpers/plan.js';
@@ -141,10 +142,8 @@ function secretsWith(value: (name: string) => string): Map<string, Secret> {
   const m = new Map<string, Secret>();
   for (const svc of catalog.services.values())
     for (const s of svc.secrets ?? [])
-      m.set(
-        s.name,
-        new Secret(ESCAPED(s.name) ? value(s.name) : s.kind === 'vrrp_password' ? 'Vrrp1234' : `Plain${s.name.length}`),
-      );
+      for (const e of entriesOf(s))
+        m.set(e, new Secret(ESCAPED(e) ? value(e) : s.kind === 'vrrp_password' ? 'Vrrp1234' : `Plain${e.length}`));
   return m;
 }
 

@@ -4,10 +4,13 @@
  * deploy: `openstack token issue` over https:// with the CA works and fails without it on certificate
  * verification; `openssl s_client -verify_return_error -CAfile` against the public VIP succeeds;
  * plain HTTP there is not served; `stackctl status` lists the certificates. A certificate with one day
- * left, deployed, recreates only HAProxy and makes `status` fail naming it. `npm run test:e2e:tls`.
+ * left, deployed, recreates only HAProxy and makes `status` fail naming it. `stackctl rotate
+ * keystone-keys` then a deploy recreates only Keystone; a token issued before the rotation still
+ * validates, one issued after works, and a second rotation retires the first token's key.
+ * `npm run test:e2e:tls`.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { appendFileSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKeyPair, issueCertificate } from '../../../src/certs/x509.js';
@@ -27,7 +30,7 @@ let openrc = '';
 let certs = '';
 
 /** `openstack token issue` on this machine (client image, host network) with the openrc, and the CA unless `withoutCa`. */
-function tokenIssue(withoutCa = false): { code: number; out: string } {
+function tokenIssue(withoutCa = false, column = 'expires'): { code: number; out: string } {
   const r = spawnSync(
     'docker',
     [
@@ -42,11 +45,58 @@ function tokenIssue(withoutCa = false): { code: number; out: string } {
       CLIENT_IMAGE,
       'sh',
       '-c',
-      `. /root/openrc && ${withoutCa ? 'unset OS_CACERT && ' : ''}openstack token issue -f value -c expires`,
+      `. /root/openrc && ${withoutCa ? 'unset OS_CACERT && ' : ''}openstack token issue -f value -c ${column}`,
     ],
     { encoding: 'utf8', timeout: 180_000 },
   );
   return { code: r.status ?? -1, out: `${r.stdout}${r.stderr}` };
+}
+
+/** A new token's id (the admin's, over https:// with the CA). */
+function newToken(): string {
+  const r = tokenIssue(false, 'id');
+  expect(r.code, r.out).toBe(0);
+  return r.out.trim().split('\n').pop()!;
+}
+
+/**
+ * Keystone's answer to validating `subject` (GET /v3/auth/tokens with X-Subject-Token), authorised by
+ * `auth`: its HTTP status. The tokens go in a 0600 header file, not on curl's command line.
+ */
+function validate(auth: string, subject: string): number {
+  const headers = join(dirname(lab.inventory), 'token-headers');
+  writeFileSync(headers, `X-Auth-Token: ${auth}\nX-Subject-Token: ${subject}\n`, { mode: 0o600 });
+  const r = spawnSync(
+    'curl',
+    [
+      '-sS',
+      '-o',
+      '/dev/null',
+      '-w',
+      '%{http_code}',
+      '-m',
+      '30',
+      '--cacert',
+      `${certs}/ca.pem`,
+      '-H',
+      `@${headers}`,
+      `https://${PUBLIC_VIP}:5000/v3/auth/tokens`,
+    ],
+    { encoding: 'utf8' },
+  );
+  rmSync(headers, { force: true });
+  return Number(r.stdout.trim());
+}
+
+/** The file names of the token key repository in ctl-0's keystone container. */
+async function keyFiles(): Promise<string[]> {
+  const r = await lab.remote('ctl-0').exec(['docker', 'exec', 'keystone', 'ls', '/etc/keystone/fernet-keys'], {
+    timeoutMs: 30_000,
+  });
+  return r.stdout
+    .split(/\s+/)
+    .filter(Boolean)
+    .sort((a, b) => Number(a) - Number(b));
 }
 
 async function status(...extra: string[]): Promise<{ code: number; report: StatusReport }> {
@@ -115,6 +165,36 @@ describe('HTTPS on the public VIP of a 1ctl-1comp lab', () => {
     expect(report.certificates?.certificates.map((c) => `${c.name} ${c.state}`)).toEqual(['ca ok', 'public ok']);
     expect(report.certificates?.certificates[1]!.where).toBe(`${PUBLIC_VIP}:5000`);
     expect(code, JSON.stringify(report.findings)).toBe(0);
+  });
+
+  it('a token issued before `rotate keystone-keys` validates after the rotation is deployed; one issued after works too', async () => {
+    expect(await keyFiles()).toEqual(['0', '1']);
+    const before = newToken();
+    expect(validate(before, before)).toBe(200);
+    const r = await runCli('rotate', 'keystone-keys', '-i', lab.inventory);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain('keys now 0 1 2');
+    const started = await lab.startedAt();
+    const t0 = Date.now();
+    const { report } = await lab.deploy({ services: SERVICES });
+    timings.push(['deploy of the rotated keys', seconds(t0)]);
+    expect(report?.ok).toBe(true);
+    const after = await lab.startedAt();
+    expect([...after].filter(([k, v]) => started.get(k) !== v).map(([k]) => k)).toEqual(['ctl-0/keystone']);
+    expect(await keyFiles()).toEqual(['0', '1', '2']);
+    const t1 = Date.now();
+    const fresh = newToken();
+    timings.push(['token after the rotation', seconds(t1)]);
+    expect(fresh).not.toBe(before);
+    expect(validate(fresh, before)).toBe(200);
+    expect(validate(fresh, fresh)).toBe(200);
+    expect(validate(before, fresh)).toBe(200);
+    // a second rotation drops key 1, which signed the first token (Keystone's token cache in
+    // memcached may still answer for that token until it expires, so only the repository is checked)
+    expect((await runCli('rotate', 'keystone-keys', '-i', lab.inventory)).code).toBe(0);
+    expect((await lab.deploy({ services: SERVICES })).report?.ok).toBe(true);
+    expect(await keyFiles()).toEqual(['0', '2', '3']);
+    expect(validate(fresh, fresh)).toBe(200);
   });
 
   it('a certificate with one day left, deployed, recreates HAProxy only and makes status fail naming it', async () => {
