@@ -256,6 +256,68 @@ describe("the engine's node actions", () => {
     expect((err as StackctlError).hint).toContain('Nothing of glance was migrated');
   });
 
+  it("saves a service's declared backups in its running containers, each file named with its size", async () => {
+    const sizes: Record<string, string> = { ovn_nb_db: '20480\n', ovn_sb_db: '7311\n' };
+    const n = recordingNode('ctl-0', {
+      exec: (argv) => ({ code: 0, stdout: sizes[argv[6]!] ?? '', stderr: '' }),
+    });
+    const backups = new Map<string, string>();
+    const ctx = contextOver(
+      { 'ctl-0': n.access },
+      { run: 'r1', backups, now: () => Date.UTC(2026, 10, 26, 13, 0, 0), secret: () => new Secret('hunter2') },
+    );
+    const commands = catalog.services.get('ovn-central')!.upgrade.backup!;
+    const detail = await backup(
+      { kind: 'backup', service: 'ovn-central', node: 'ctl-0', databases: [], commands },
+      ctx,
+      scope,
+    );
+    expect(detail).toBe(
+      'ctl-0:/var/lib/stackctl/backups/r1/ovn-central-20261126T130000Z-ovnnb_db.db (20480 bytes), ' +
+        'ctl-0:/var/lib/stackctl/backups/r1/ovn-central-20261126T130000Z-ovnsb_db.db (7311 bytes)',
+    );
+    expect(backups.get('ovn-central')).toBe(detail);
+    // One exec per file: the command's stdout into a temporary file, refused when empty, then renamed.
+    expect(n.log).toHaveLength(2);
+    expect(n.log[0]).toContain(
+      'sh /var/lib/stackctl/backups/r1 /var/lib/stackctl/backups/r1/ovn-central-20261126T130000Z-ovnnb_db.db ' +
+        'ovn_nb_db ovsdb-client --timeout=120 --no-leader-only backup unix:/run/ovn/ovnnb_db.sock OVN_Northbound',
+    );
+    expect(n.log[0]).toContain('docker exec "$@" > "$out.tmp"');
+    expect(n.log[0]).toContain('mv "$out.tmp" "$out"');
+    expect(n.log[1]).toContain(
+      'ovn_sb_db ovsdb-client --timeout=120 --no-leader-only backup unix:/run/ovn/ovnsb_db.sock',
+    );
+    expect(n.log.join('\n')).not.toMatch(/mariadb|gzip|hunter2/);
+  });
+
+  it('fails a declared backup that exits non-zero or reports no size, naming what was saved before it', async () => {
+    const commands = catalog.services.get('ovn-central')!.upgrade.backup!;
+    const a = { kind: 'backup' as const, service: 'ovn-central', node: 'ctl-0', databases: [], commands };
+    const failing = recordingNode('ctl-0', {
+      exec: (argv) =>
+        argv[6] === 'ovn_sb_db'
+          ? { code: 1, stdout: '', stderr: 'ovsdb-client: failed to connect to "unix:/run/ovn/ovnsb_db.sock"' }
+          : { code: 0, stdout: '512\n', stderr: '' },
+    });
+    const err = await backup(a, contextOver({ 'ctl-0': failing.access }, { run: 'r1' }), scope).catch(
+      (e: unknown) => e,
+    );
+    expect(err).toMatchObject({
+      code: 'E_BACKUP_FAILED',
+      message: expect.stringContaining('ctl-0: backup ovnsb_db.db of ovn-central'),
+    });
+    expect((err as StackctlError).message).toContain('failed to connect');
+    expect((err as StackctlError).hint).toMatch(
+      /Nothing of ovn-central was moved \(saved so far: ctl-0:\S+ovnnb_db\.db \(512 bytes\)\)/,
+    );
+    const silent = recordingNode('ctl-0', { exec: () => ({ code: 0, stdout: '', stderr: '' }) });
+    await expect(backup(a, contextOver({ 'ctl-0': silent.access }), scope)).rejects.toMatchObject({
+      code: 'E_BACKUP_FAILED',
+      message: expect.stringContaining('no size reported'),
+    });
+  });
+
   it('runs a migration in a one-off container of the target image, removed afterwards', async () => {
     const n = recordingNode('ctl-0');
     const w = {
