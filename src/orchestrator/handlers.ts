@@ -906,7 +906,7 @@ export const backup: Handler<Of<'backup'>, EngineContext> = async (a, ctx) => {
  * The node's shell side of a declared backup: the command's standard output into a temporary
  * file of a root-only folder, refused when empty, then renamed; prints the file's size in bytes.
  */
-const COMMAND_BACKUP_SCRIPT = [
+export const COMMAND_BACKUP_SCRIPT = [
   'dir="$1"; out="$2"; shift 2',
   'mkdir -p "$dir" && chmod 700 "$dir" || exit 1',
   'umask 077',

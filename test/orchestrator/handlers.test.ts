@@ -1,9 +1,13 @@
-import { describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
 import { StackctlError } from '../../src/core/errors.js';
 import { Secret } from '../../src/core/secret.js';
 import type { NodeAccess } from '../../src/orchestrator/context.js';
 import { detachedScope } from '../../src/orchestrator/engine.js';
 import {
+  COMMAND_BACKUP_SCRIPT,
   backup,
   drain,
   ensure,
@@ -18,6 +22,7 @@ import type { ContainerWork, DeployPlan } from '../../src/orchestrator/planner.j
 import { LABEL } from '../../src/orchestrator/state.js';
 import type { RemoteCommand } from '../../src/remote/index.js';
 import type { UpgradeContext } from '../../src/upgrade/context.js';
+import { tempDir } from '../helpers/cli.js';
 import { mariadbStringLiteral } from '../helpers/parsers.js';
 import { catalog } from '../helpers/plan.js';
 import { deployPlanOf, fakeContext, planOf, work } from '../upgrade/fakes.js';
@@ -610,5 +615,48 @@ describe("the engine's node actions", () => {
     async function migrateFree(access: NodeAccess, targetDeploy: DeployPlan, a: typeof action): Promise<string> {
       return runOnce(a, contextOver({ 'ctl-0': access }, { targetDeploy }), scope);
     }
+  });
+});
+
+describe("a declared backup's node-side script, run by sh", () => {
+  // The node's `docker exec CONTAINER CMD...` stands in as a script that runs CMD here: what is under
+  // test is the script's own handling of the output (folder, temporary file, size, refusal, exit).
+  const roots: string[] = [];
+  afterAll(() => roots.forEach((d) => rmSync(d, { recursive: true, force: true })));
+  function runScript(command: readonly string[]) {
+    const root = tempDir('stackctl-backup-script-');
+    roots.push(root);
+    const bin = join(root, 'bin');
+    mkdirSync(bin);
+    writeFileSync(join(bin, 'docker'), '#!/bin/sh\n[ "$1" = exec ] || exit 99\nshift 2\nexec "$@"\n');
+    chmodSync(join(bin, 'docker'), 0o755);
+    const dir = join(root, 'backups', 'r1');
+    const out = join(dir, 'ovn-central-20261126T130000Z-ovnnb_db.db');
+    const r = spawnSync('sh', ['-c', COMMAND_BACKUP_SCRIPT, 'sh', dir, out, 'ovn_nb_db', ...command], {
+      encoding: 'utf8',
+      env: { PATH: `${bin}:${process.env.PATH ?? ''}` },
+    });
+    return { ...r, dir, out };
+  }
+
+  it('writes the standard output to a root-only file and prints its size', () => {
+    const r = runScript(['printf', '%s', '{"name":"OVN_Northbound"}\nrecord 1\n']);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout.trim()).toBe(String('{"name":"OVN_Northbound"}\nrecord 1\n'.length));
+    expect(readFileSync(r.out, 'utf8')).toBe('{"name":"OVN_Northbound"}\nrecord 1\n');
+    expect(statSync(r.dir).mode & 0o777).toBe(0o700);
+    expect(statSync(r.out).mode & 0o777).toBe(0o600);
+    expect(readdirSync(r.dir)).toEqual(['ovn-central-20261126T130000Z-ovnnb_db.db']);
+  });
+
+  it('refuses an empty output and passes on a failed exit, leaving no file behind', () => {
+    const empty = runScript(['true']);
+    expect(empty.status).toBe(3);
+    expect(empty.stderr).toContain('the command wrote nothing');
+    expect(readdirSync(empty.dir)).toEqual([]);
+    const failed = runScript(['sh', '-c', 'echo partial; echo "cannot connect" >&2; exit 4']);
+    expect(failed.status).toBe(4);
+    expect(failed.stderr).toContain('cannot connect');
+    expect(existsSync(failed.out) || existsSync(`${failed.out}.tmp`)).toBe(false);
   });
 });
