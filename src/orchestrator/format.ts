@@ -46,7 +46,10 @@ export const NODE_ACTION_FORMAT: {
     (a.resetVolumes?.length ? `, then empty volume(s) ${list(a.resetVolumes)}` : ''),
   health: (a) => `${a.node}: health gate ${list(a.services)}`,
   'cluster-check': (a) => `${a.service} cluster whole: ${a.nodes.length} member(s) (${list(a.nodes)})`,
-  backup: (a) => `${a.node}: dump ${list(a.databases)} (${a.service})`,
+  backup: (a) =>
+    a.commands?.length
+      ? `${a.node}: save ${a.commands.map((c) => `${c.name} (${c.container}: ${argv(c.command)})`).join('; ')} (${a.service})`
+      : `${a.node}: dump ${list(a.databases)} (${a.service})`,
   migrate: (a) => `${a.node}: ${a.stage} ${argv(a.command)} (${a.service}, image ${a.image})`,
 };
 

@@ -29,7 +29,7 @@ import { logTail as containerLogTail, waitHealthy as waitContainerHealthy } from
 import { hostSummary, prepareHost } from './host.js';
 import { identityHash, runIdentityWork } from './identity.js';
 import { EffectKind, type Effect } from './journal.js';
-import type { NodeAction } from './model.js';
+import type { BackupCommand, NodeAction } from './model.js';
 import type { ContainerWork, RunOnceWork } from './planner.js';
 import {
   ContainerAction,
@@ -873,6 +873,7 @@ function database(ctx: EngineContext) {
  * renamed; the password stays in the client config on the node (never in argv).
  */
 export const backup: Handler<Of<'backup'>, EngineContext> = async (a, ctx) => {
+  if (a.commands?.length) return commandBackups(a, ctx, a.commands);
   const db = database(ctx);
   const dir = `${HANDLER_DEFAULTS.backupDir}/${ctx.run ?? 'manual'}`;
   const path = `${dir}/${a.service}-${fileTime(ctx.now())}.sql.gz`;
@@ -900,6 +901,61 @@ export const backup: Handler<Of<'backup'>, EngineContext> = async (a, ctx) => {
   ctx.backups?.set(a.service, `${a.node}:${path}`);
   return `${a.node}:${path}`;
 };
+
+/**
+ * The node's shell side of a declared backup: the command's standard output into a temporary
+ * file of a root-only folder, refused when empty, then renamed; prints the file's size in bytes.
+ */
+export const COMMAND_BACKUP_SCRIPT = [
+  'dir="$1"; out="$2"; shift 2',
+  'mkdir -p "$dir" && chmod 700 "$dir" || exit 1',
+  'umask 077',
+  'docker exec "$@" > "$out.tmp" || { rc=$?; rm -f "$out.tmp"; exit "$rc"; }',
+  'size=$(wc -c < "$out.tmp")',
+  'if [ "$size" -eq 0 ]; then rm -f "$out.tmp"; echo "the command wrote nothing" >&2; exit 3; fi',
+  'mv "$out.tmp" "$out" && echo "$size"',
+].join('\n');
+
+/**
+ * A service's declared backups (`upgrade.backup` of its file), one after the other in its running
+ * old containers on the node: `<dir>/<run>/<service>-<time>-<name>`, root only. The detail names
+ * every file with its size (the event log and the report carry it).
+ */
+async function commandBackups(
+  a: Of<'backup'>,
+  ctx: EngineContext,
+  commands: readonly BackupCommand[],
+): Promise<string> {
+  const dir = `${HANDLER_DEFAULTS.backupDir}/${ctx.run ?? 'manual'}`;
+  const time = fileTime(ctx.now());
+  const saved: string[] = [];
+  for (const c of commands) {
+    const path = `${dir}/${a.service}-${time}-${c.name}`;
+    const r = await ctx
+      .connect(a.node)
+      .exec(['sh', '-c', COMMAND_BACKUP_SCRIPT, 'sh', dir, path, c.container, ...c.command], {
+        timeoutMs: HANDLER_DEFAULTS.backupTimeoutMs,
+      });
+    const size = /^(\d+)\s*$/.exec(r.stdout.trim())?.[1];
+    if (r.code !== 0 || size === undefined) {
+      throw new RemoteError(
+        'E_BACKUP_FAILED',
+        `${a.node}: backup ${c.name} of ${a.service} (${c.command.join(' ')} in ${c.container}) failed: ` +
+          `${r.code !== 0 ? `exit ${r.code}: ${r.stderr.trim().slice(-400)}` : `no size reported: ${r.stdout.trim().slice(-200)}`}`,
+        {
+          hint:
+            `Nothing of ${a.service} was moved${saved.length ? ` (saved so far: ${saved.join(', ')})` : ''}. ` +
+            `Is ${c.container} running and healthy on ${a.node}, with room in ${HANDLER_DEFAULTS.backupDir}? ` +
+            'Then run again with --resume.',
+        },
+      );
+    }
+    saved.push(`${a.node}:${path} (${size} bytes)`);
+  }
+  const detail = saved.join(', ');
+  ctx.backups?.set(a.service, detail);
+  return detail;
+}
 
 /**
  * Where each container of a service stands: `node/name image (state)`, or for one stopped and

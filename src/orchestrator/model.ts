@@ -22,6 +22,15 @@ export interface TargetContainer {
   readonly from?: string;
 }
 
+/** A declared backup of a service file's `upgrade.backup`: the command's standard output is the file. */
+export interface BackupCommand {
+  /** The file's name, after the service and the time: `<service>-<time>-<name>`. */
+  readonly name: string;
+  /** The running container of the service the command runs in (`docker exec`). */
+  readonly container: string;
+  readonly command: readonly string[];
+}
+
 /** Which database migration command of a service's upgrade section. */
 export type MigrationStage = 'expand' | 'migrate' | 'contract' | 'offline';
 
@@ -95,7 +104,18 @@ export type NodeAction =
       readonly service: string;
       readonly nodes: readonly string[];
     }
-  | { readonly kind: 'backup'; readonly service: string; readonly node: string; readonly databases: readonly string[] }
+  | {
+      /**
+       * A service's data saved before it moves: its SQL databases dumped by the database service
+       * (on the database node), or the commands its file declares (`upgrade.backup`, run in its old
+       * containers on `node`), each one's standard output a file.
+       */
+      readonly kind: 'backup';
+      readonly service: string;
+      readonly node: string;
+      readonly databases: readonly string[];
+      readonly commands?: readonly BackupCommand[];
+    }
   | {
       readonly kind: 'migrate';
       readonly stage: MigrationStage;

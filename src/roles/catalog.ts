@@ -12,6 +12,7 @@ import { RoleSchema, ServiceSchema, type Role, type Service, type ServiceFile } 
 import { SINGLE_ROLES, serviceRoles, type ServiceRoles } from './service-roles.js';
 import { settingSpecs } from './settings.js';
 import { compileTemplate, type Template } from './templates.js';
+import { cycleText, orderCycle } from './upgrade-order.js';
 
 const MAX_FILE = 1024 * 1024;
 
@@ -229,6 +230,7 @@ export function loadCatalog(dir: string): Catalog {
         ),
       );
   }
+  issues.push(...upgradeSectionIssues(services));
   for (const { value: role, source } of roles.values()) {
     role.services.forEach((s, i) => {
       if (!services.has(s))
@@ -264,6 +266,77 @@ export function loadCatalog(dir: string): Catalog {
     roleInfo,
     provides: serviceRoles(typed.values()),
   };
+}
+
+/**
+ * The upgrade sections against the other files: `before` names known services and leaves the
+ * upgrade order (with `requires`) without a cycle; each declared backup runs in a container of its
+ * service, under a name of its own.
+ */
+function upgradeSectionIssues(services: ReadonlyMap<string, Loaded<ServiceFile>>): Issue[] {
+  const issues: Issue[] = [];
+  for (const { value: svc, source } of services.values()) {
+    (svc.upgrade.before ?? []).forEach((b, i) => {
+      if (!services.has(b))
+        issues.push(
+          issue(
+            source,
+            ['upgrade', 'before', i],
+            'E_UNKNOWN_SERVICE',
+            `upgrade.before names unknown service '${b}'`,
+            `Add roles/services/${b}.yaml or fix the name in roles/services/${svc.name}.yaml.`,
+          ),
+        );
+    });
+    const containerNames = new Set(svc.containers.map((c) => c.name));
+    const names = new Set<string>();
+    (svc.upgrade.backup ?? []).forEach((b, i) => {
+      if (!containerNames.has(b.container))
+        issues.push(
+          issue(
+            source,
+            ['upgrade', 'backup', i, 'container'],
+            'E_UNKNOWN_CONTAINER',
+            `upgrade.backup ${b.name} runs in unknown container '${b.container}'`,
+            `Containers of ${svc.name}: ${[...containerNames].join(', ')}.`,
+          ),
+        );
+      if (names.has(b.name))
+        issues.push(
+          issue(
+            source,
+            ['upgrade', 'backup', i, 'name'],
+            'E_SERVICE_DEF',
+            `upgrade.backup names ${b.name} twice: the second would overwrite the first`,
+            `Give each backup of roles/services/${svc.name}.yaml a name of its own.`,
+          ),
+        );
+      names.add(b.name);
+    });
+  }
+  const cycle = orderCycle(new Map([...services].map(([k, v]) => [k, v.value])));
+  if (cycle) {
+    // Reported at each `before` of the cycle (the entry to drop is one of them); a cycle of
+    // `requires` alone, at the requires of its last service.
+    const befores = cycle.filter((e) => e.why === 'before');
+    for (const at of befores.length ? befores : [cycle[cycle.length - 1]!]) {
+      const file = at.why === 'before' ? at.first : at.then;
+      const { value: svc, source } = services.get(file)!;
+      issues.push(
+        issue(
+          source,
+          at.why === 'before' ? ['upgrade', 'before', (svc.upgrade.before ?? []).indexOf(at.then)] : ['requires'],
+          'E_UPGRADE_ORDER',
+          `the upgrade order has a cycle: ${cycleText(cycle)}`,
+          at.why === 'before'
+            ? `roles/services/${file}.yaml moves ${file} before ${at.then}, yet ${at.then} moves first through the ` +
+                `other services of the cycle: name those in its upgrade.before too, or drop '${at.then}' there.`
+            : `Fix requires: in roles/services/${file}.yaml: services cannot require each other in a cycle.`,
+        ),
+      );
+    }
+  }
+  return issues;
 }
 
 /** A service as the rest of stackctl reads it: each setting reduced to its default. */

@@ -213,6 +213,20 @@ export const SkewSchema = Type.Object(
   strict,
 );
 
+/** One declared backup of `upgrade.backup`: a command whose standard output is the backup file. */
+export const BackupCommandSchema = Type.Object(
+  {
+    name: Type.String({
+      pattern: '^[a-z0-9][a-z0-9._-]*$',
+      maxLength: 64,
+      description: 'file name of the backup, after the service and the time: <service>-<time>-<name>',
+    }),
+    container: Type.String({ pattern: '^[a-z][a-z0-9_-]*$', description: 'the container of this service it runs in' }),
+    command: Command,
+  },
+  strict,
+);
+
 export const UpgradeSchema = Type.Object(
   {
     migration: Type.Union([Type.Literal('none'), Type.Literal('online'), Type.Literal('offline')], {
@@ -242,6 +256,23 @@ export const UpgradeSchema = Type.Object(
       }),
     ),
     backup_database: Type.Boolean({ description: 'dump the database before a contract or offline migration' }),
+    backup: Type.Optional(
+      Type.Array(BackupCommandSchema, {
+        minItems: 1,
+        description:
+          "data that is not in the SQL database (OVN's ovsdb files...), saved before the service moves: each " +
+          "command's standard output, in the running old container on the service's first node",
+      }),
+    ),
+    before: Type.Optional(
+      Type.Array(ServiceName, {
+        minItems: 1,
+        uniqueItems: true,
+        description:
+          'services this one moves before in an upgrade, although it requires them for deploy ' +
+          '(ovn-controller before ovn-central: old chassis never see logical flows of a newer ovn-northd)',
+      }),
+    ),
     rolling: Type.Boolean({ description: 'restart node by node behind HAProxy rather than all at once' }),
     distro_change: Type.Optional(
       Type.Object(

@@ -4,12 +4,13 @@
  * fast-forward does with this cloud. The phase builders (plan-phases.ts) read
  * it and nothing else. Pure.
  */
-import { StackctlError } from '../core/errors.js';
+import { InputError, StackctlError } from '../core/errors.js';
 import type { Inventory } from '../inventory/schema.js';
 import type { Catalog } from '../roles/catalog.js';
 import { containersOf } from '../orchestrator/context.js';
 import type { DeployPlan } from '../orchestrator/planner.js';
 import type { Release, Service } from '../roles/schema.js';
+import { movesAfter, orderStep } from '../roles/upgrade-order.js';
 import { PauseAt, type FastForward, type TargetContainer, type UpgradeOptions } from './model.js';
 import { isBatched, isVersioned, moveTogether, mustMoveWith, seriesOrdinal, skippedSeries } from './skew.js';
 
@@ -74,7 +75,7 @@ export interface PlanContext {
   /** Services with a changed image, in deploy order; `unchanged`: the others. */
   readonly changed: readonly string[];
   readonly unchanged: readonly string[];
-  /** The changed control-plane services, in groups that move together, in `requires` order. */
+  /** The changed control-plane services, in groups that move together, in upgrade order (`requires`, `upgrade.before`). */
   readonly groups: readonly (readonly string[])[];
 
   // Fast-forward facts.
@@ -100,6 +101,7 @@ export function planContext(input: UpgradeInput, options: UpgradeOptions): PlanC
   const changes = changesOf(where.used, current, target, currentDeploy, targetDeploy);
   const changed = where.used.filter((s) => changes.swapsOf.has(s));
   const control = changed.filter((s) => !isBatched(catalog, s));
+  refuseBatchedBefore(catalog, changed, control);
   const groups = orderGroups(catalog, control, moveTogether(catalog, control));
   const ff = fastForwardOf(
     catalog,
@@ -242,22 +244,36 @@ function changesOf(
   return { swapsOf, tagChanges, targetRefs, reconfigured };
 }
 
-/** Groups in `requires` order (Kahn), ties broken by deploy step then name. */
+/**
+ * Groups in upgrade order (Kahn): after the services they require (directly or through services
+ * this upgrade leaves alone), except those they name in `upgrade.before`, which move after them
+ * (src/roles/upgrade-order.ts). Ties are broken by deploy step, a service pulled ahead by `before`
+ * ranking with the step of what it precedes, then by name. A group that holds a service and one it
+ * must precede is refused: the skew rules that join them contradict the `before`.
+ */
 function orderGroups(catalog: Catalog, services: readonly string[], groups: readonly string[][]): string[][] {
-  const groupOf = new Map<string, number>();
-  groups.forEach((g, i) => g.forEach((s) => groupOf.set(s, i)));
-  const deps = groups.map((g) => {
+  const after = movesAfter(catalog.services);
+  groups.forEach((g) => {
+    for (const a of g)
+      for (const b of svcOf(catalog, a).upgrade.before ?? [])
+        if (g.includes(b)) {
+          throw new InputError(
+            'E_UPGRADE_ORDER',
+            `${a} must move before ${b} (upgrade.before), but the skew rules move ${g.join(', ')} in one phase`,
+            { hint: `Drop ${b} from upgrade.before in roles/services/${a}.yaml, or the skew rule that joins them.` },
+          );
+        }
+  });
+  const deps = groups.map((g, i) => {
     const d = new Set<number>();
-    for (const s of g)
-      for (const r of catalog.services.get(s)!.requires ?? []) {
-        const j = groupOf.get(r);
-        if (j !== undefined && !g.includes(r)) d.add(j);
-      }
+    groups.forEach((h, j) => {
+      if (j !== i && h.some((x) => g.some((s) => after.get(x)?.has(s)))) d.add(j);
+    });
     return d;
   });
   const rank = (i: number): [number, string] => {
     const g = groups[i]!;
-    return [Math.min(...g.map((s) => catalog.services.get(s)!.step)), [...g].sort()[0]!];
+    return [Math.min(...g.map((s) => orderStep(catalog.services, s))), [...g].sort()[0]!];
   };
   const done = new Set<number>();
   const out: string[][] = [];
@@ -267,14 +283,41 @@ function orderGroups(catalog: Catalog, services: readonly string[], groups: read
       .filter((i) => !done.has(i) && [...deps[i]!].every((d) => done.has(d)))
       .sort((a, b) => rank(a)[0] - rank(b)[0] || rank(a)[1].localeCompare(rank(b)[1]));
     if (!ready.length) {
-      throw new StackctlError('E_REQUIRES_CYCLE', `services ${services.join(', ')} require each other in a cycle`, {
-        hint: 'Fix requires: in roles/services/.',
-      });
+      throw new StackctlError(
+        'E_REQUIRES_CYCLE',
+        `services ${services.join(', ')} require each other in a cycle (with their upgrade.before)`,
+        { hint: 'Fix requires: or upgrade.before in roles/services/.' },
+      );
     }
     done.add(ready[0]!);
     out.push(groups[ready[0]!]!);
   }
   return out;
+}
+
+/**
+ * Refuse a batched service (nova-compute) that names a control-plane service in `upgrade.before`:
+ * compute batches run after the whole control plane, so the order cannot be kept.
+ */
+function refuseBatchedBefore(catalog: Catalog, changed: readonly string[], control: readonly string[]): void {
+  for (const s of changed.filter((x) => !control.includes(x))) {
+    const ahead = (svcOf(catalog, s).upgrade.before ?? []).filter((b) => control.includes(b));
+    if (ahead.length)
+      throw new InputError(
+        'E_UPGRADE_ORDER',
+        `${s} moves in compute batches, after the control plane, so it cannot move before ${ahead.join(', ')} (upgrade.before)`,
+        {
+          hint:
+            `Drop ${ahead.join(', ')} from upgrade.before in roles/services/${s}.yaml, or let ${s} move as a ` +
+            'control-plane service (no batch hooks, no skew rule that lets it lag).',
+        },
+      );
+  }
+}
+
+/** A service's file, from the catalog. */
+function svcOf(catalog: Catalog, name: string): Service {
+  return catalog.services.get(name)!;
 }
 
 /**

@@ -144,15 +144,57 @@ export function controlPlanePhases(cx: PlanContext): PlanPart {
   return { phases: built.map((b) => b.phase), warnings: built.flatMap((b) => b.warnings) };
 }
 
-/** A group's phase: a fast-forward window, a data reset (distribution change), or migrations and restarts. */
+/**
+ * A group's phase: a fast-forward window, a data reset (distribution change), or migrations and
+ * restarts; first, while the old containers run, the backups its files declare (`upgrade.backup`).
+ */
 function controlPhase(cx: PlanContext, group: readonly string[]): BuiltPhase {
   const id = controlPhaseId(group);
+  let built: BuiltPhase;
   if (group.some((s) => cx.windowed.has(s))) {
     const withIt = [...cx.riders].filter(([, p]) => p === id).map(([s]) => s);
-    return { phase: fastForwardWindow(cx, id, group, withIt), warnings: [] };
+    built = { phase: fastForwardWindow(cx, id, group, withIt), warnings: [] };
+  } else if (cx.distroChange && group.some((s) => svc(cx, s).upgrade.distro_change)) {
+    built = resetPhase(cx, id, group);
+  } else {
+    built = migrationPhase(cx, id, group);
   }
-  if (cx.distroChange && group.some((s) => svc(cx, s).upgrade.distro_change)) return resetPhase(cx, id, group);
-  return migrationPhase(cx, id, group);
+  const saves = group.flatMap((s) => declaredBackupSteps(cx, s));
+  return {
+    ...built,
+    phase: {
+      ...built.phase,
+      title: built.phase.title + orderNote(cx, group),
+      steps: [...saves, ...built.phase.steps],
+    },
+  };
+}
+
+/**
+ * Why a group moves ahead of services it requires (`upgrade.before`), for the printed plan: it moves
+ * on every node that runs it, computes included, before the phase of the services it names.
+ */
+function orderNote(cx: PlanContext, group: readonly string[]): string {
+  const ahead = [...new Set(group.flatMap((s) => svc(cx, s).upgrade.before ?? []))].filter(
+    (b) => cx.changed.includes(b) && !group.includes(b),
+  );
+  if (!ahead.length) return '';
+  return `, before ${ahead.join(', ')} (upgrade.before), on every node that runs it: ${nodesOfAny(cx, group).join(', ')}`;
+}
+
+/**
+ * The backups a service's file declares (`upgrade.backup`: OVN's Northbound and Southbound
+ * databases...): once, on its first node, in its running old containers, before it moves.
+ */
+function declaredBackupSteps(cx: PlanContext, s: string): UpgradeStep[] {
+  const commands = svc(cx, s).upgrade.backup ?? [];
+  if (!commands.length) return [];
+  const node = bootstrap(cx, s);
+  return [
+    step(`back up ${commands.map((c) => c.name).join(', ')} of ${s} on ${node}, before it moves`, [
+      { kind: 'backup', service: s, node, databases: [], commands },
+    ]),
+  ];
 }
 
 /**
@@ -403,6 +445,8 @@ export function computeBatchPhases(cx: PlanContext, batches: readonly string[][]
   const everyBatched = nodesOfAny(cx, batched);
   const phases = batches.map((nodes, i) => {
     const steps: UpgradeStep[] = [
+      // declared backups once, before the first batch moves anything
+      ...(i === 0 ? batched.flatMap((s) => declaredBackupSteps(cx, s)) : []),
       ...preHooks.map((h) => step(`pre-batch hook ${h.name}`, [hookAction(h, 'pre-batch', nodes)])),
       step(
         `upgrade ${nodes.join(', ')}`,

@@ -6,8 +6,10 @@
  *
  * Order: prechecks -> pre-upgrade hooks -> pre-pull -> control plane, one
  * phase per service or per group of services that must move together, in
- * `requires` order (deploy step, then name, breaks ties) -> computes in
- * batches -> post-upgrade hooks.
+ * `requires` order except where a file's `upgrade.before` pulls a service
+ * ahead (ovn-controller before ovn-central; deploy step, then name, breaks
+ * ties) -> computes in batches -> post-upgrade hooks. Declared backups
+ * (`upgrade.backup`) open their service's phase.
  *
  * A target that skips releases (more than one series ahead) is refused unless
  * planned as a fast-forward (`fastForward`): OpenStack's rolling guarantees hold

@@ -1,9 +1,13 @@
-import { describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
 import { StackctlError } from '../../src/core/errors.js';
 import { Secret } from '../../src/core/secret.js';
 import type { NodeAccess } from '../../src/orchestrator/context.js';
 import { detachedScope } from '../../src/orchestrator/engine.js';
 import {
+  COMMAND_BACKUP_SCRIPT,
   backup,
   drain,
   ensure,
@@ -18,6 +22,7 @@ import type { ContainerWork, DeployPlan } from '../../src/orchestrator/planner.j
 import { LABEL } from '../../src/orchestrator/state.js';
 import type { RemoteCommand } from '../../src/remote/index.js';
 import type { UpgradeContext } from '../../src/upgrade/context.js';
+import { tempDir } from '../helpers/cli.js';
 import { mariadbStringLiteral } from '../helpers/parsers.js';
 import { catalog } from '../helpers/plan.js';
 import { deployPlanOf, fakeContext, planOf, work } from '../upgrade/fakes.js';
@@ -254,6 +259,68 @@ describe("the engine's node actions", () => {
     expect(err).toBeInstanceOf(StackctlError);
     expect((err as StackctlError).code).toBe('E_BACKUP_FAILED');
     expect((err as StackctlError).hint).toContain('Nothing of glance was migrated');
+  });
+
+  it("saves a service's declared backups in its running containers, each file named with its size", async () => {
+    const sizes: Record<string, string> = { ovn_nb_db: '20480\n', ovn_sb_db: '7311\n' };
+    const n = recordingNode('ctl-0', {
+      exec: (argv) => ({ code: 0, stdout: sizes[argv[6]!] ?? '', stderr: '' }),
+    });
+    const backups = new Map<string, string>();
+    const ctx = contextOver(
+      { 'ctl-0': n.access },
+      { run: 'r1', backups, now: () => Date.UTC(2026, 10, 26, 13, 0, 0), secret: () => new Secret('hunter2') },
+    );
+    const commands = catalog.services.get('ovn-central')!.upgrade.backup!;
+    const detail = await backup(
+      { kind: 'backup', service: 'ovn-central', node: 'ctl-0', databases: [], commands },
+      ctx,
+      scope,
+    );
+    expect(detail).toBe(
+      'ctl-0:/var/lib/stackctl/backups/r1/ovn-central-20261126T130000Z-ovnnb_db.db (20480 bytes), ' +
+        'ctl-0:/var/lib/stackctl/backups/r1/ovn-central-20261126T130000Z-ovnsb_db.db (7311 bytes)',
+    );
+    expect(backups.get('ovn-central')).toBe(detail);
+    // One exec per file: the command's stdout into a temporary file, refused when empty, then renamed.
+    expect(n.log).toHaveLength(2);
+    expect(n.log[0]).toContain(
+      'sh /var/lib/stackctl/backups/r1 /var/lib/stackctl/backups/r1/ovn-central-20261126T130000Z-ovnnb_db.db ' +
+        'ovn_nb_db ovsdb-client --timeout=120 --no-leader-only backup unix:/run/ovn/ovnnb_db.sock OVN_Northbound',
+    );
+    expect(n.log[0]).toContain('docker exec "$@" > "$out.tmp"');
+    expect(n.log[0]).toContain('mv "$out.tmp" "$out"');
+    expect(n.log[1]).toContain(
+      'ovn_sb_db ovsdb-client --timeout=120 --no-leader-only backup unix:/run/ovn/ovnsb_db.sock',
+    );
+    expect(n.log.join('\n')).not.toMatch(/mariadb|gzip|hunter2/);
+  });
+
+  it('fails a declared backup that exits non-zero or reports no size, naming what was saved before it', async () => {
+    const commands = catalog.services.get('ovn-central')!.upgrade.backup!;
+    const a = { kind: 'backup' as const, service: 'ovn-central', node: 'ctl-0', databases: [], commands };
+    const failing = recordingNode('ctl-0', {
+      exec: (argv) =>
+        argv[6] === 'ovn_sb_db'
+          ? { code: 1, stdout: '', stderr: 'ovsdb-client: failed to connect to "unix:/run/ovn/ovnsb_db.sock"' }
+          : { code: 0, stdout: '512\n', stderr: '' },
+    });
+    const err = await backup(a, contextOver({ 'ctl-0': failing.access }, { run: 'r1' }), scope).catch(
+      (e: unknown) => e,
+    );
+    expect(err).toMatchObject({
+      code: 'E_BACKUP_FAILED',
+      message: expect.stringContaining('ctl-0: backup ovnsb_db.db of ovn-central'),
+    });
+    expect((err as StackctlError).message).toContain('failed to connect');
+    expect((err as StackctlError).hint).toMatch(
+      /Nothing of ovn-central was moved \(saved so far: ctl-0:\S+ovnnb_db\.db \(512 bytes\)\)/,
+    );
+    const silent = recordingNode('ctl-0', { exec: () => ({ code: 0, stdout: '', stderr: '' }) });
+    await expect(backup(a, contextOver({ 'ctl-0': silent.access }), scope)).rejects.toMatchObject({
+      code: 'E_BACKUP_FAILED',
+      message: expect.stringContaining('no size reported'),
+    });
   });
 
   it('runs a migration in a one-off container of the target image, removed afterwards', async () => {
@@ -548,5 +615,48 @@ describe("the engine's node actions", () => {
     async function migrateFree(access: NodeAccess, targetDeploy: DeployPlan, a: typeof action): Promise<string> {
       return runOnce(a, contextOver({ 'ctl-0': access }, { targetDeploy }), scope);
     }
+  });
+});
+
+describe("a declared backup's node-side script, run by sh", () => {
+  // The node's `docker exec CONTAINER CMD...` stands in as a script that runs CMD here: what is under
+  // test is the script's own handling of the output (folder, temporary file, size, refusal, exit).
+  const roots: string[] = [];
+  afterAll(() => roots.forEach((d) => rmSync(d, { recursive: true, force: true })));
+  function runScript(command: readonly string[]) {
+    const root = tempDir('stackctl-backup-script-');
+    roots.push(root);
+    const bin = join(root, 'bin');
+    mkdirSync(bin);
+    writeFileSync(join(bin, 'docker'), '#!/bin/sh\n[ "$1" = exec ] || exit 99\nshift 2\nexec "$@"\n');
+    chmodSync(join(bin, 'docker'), 0o755);
+    const dir = join(root, 'backups', 'r1');
+    const out = join(dir, 'ovn-central-20261126T130000Z-ovnnb_db.db');
+    const r = spawnSync('sh', ['-c', COMMAND_BACKUP_SCRIPT, 'sh', dir, out, 'ovn_nb_db', ...command], {
+      encoding: 'utf8',
+      env: { PATH: `${bin}:${process.env.PATH ?? ''}` },
+    });
+    return { ...r, dir, out };
+  }
+
+  it('writes the standard output to a root-only file and prints its size', () => {
+    const r = runScript(['printf', '%s', '{"name":"OVN_Northbound"}\nrecord 1\n']);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout.trim()).toBe(String('{"name":"OVN_Northbound"}\nrecord 1\n'.length));
+    expect(readFileSync(r.out, 'utf8')).toBe('{"name":"OVN_Northbound"}\nrecord 1\n');
+    expect(statSync(r.dir).mode & 0o777).toBe(0o700);
+    expect(statSync(r.out).mode & 0o777).toBe(0o600);
+    expect(readdirSync(r.dir)).toEqual(['ovn-central-20261126T130000Z-ovnnb_db.db']);
+  });
+
+  it('refuses an empty output and passes on a failed exit, leaving no file behind', () => {
+    const empty = runScript(['true']);
+    expect(empty.status).toBe(3);
+    expect(empty.stderr).toContain('the command wrote nothing');
+    expect(readdirSync(empty.dir)).toEqual([]);
+    const failed = runScript(['sh', '-c', 'echo partial; echo "cannot connect" >&2; exit 4']);
+    expect(failed.status).toBe(4);
+    expect(failed.stderr).toContain('cannot connect');
+    expect(existsSync(failed.out) || existsSync(`${failed.out}.tmp`)).toBe(false);
   });
 });

@@ -104,6 +104,27 @@ describe('roles and services', () => {
       code: 'E_UNKNOWN_CONTAINER',
     },
     {
+      scenario: 'an upgrade.before naming an unknown service',
+      file: 'services/ovn-controller.yaml',
+      from: 'before: [ovn-central]',
+      to: 'before: [ovn-centrale]',
+      code: 'E_UNKNOWN_SERVICE',
+    },
+    {
+      scenario: 'a declared backup in an unknown container',
+      file: 'services/ovn-central.yaml',
+      from: 'container: ovn_sb_db\n',
+      to: 'container: ovn_sb\n',
+      code: 'E_UNKNOWN_CONTAINER',
+    },
+    {
+      scenario: 'two declared backups under one name',
+      file: 'services/ovn-central.yaml',
+      from: '- name: ovnsb_db.db',
+      to: '- name: ovnnb_db.db',
+      code: 'E_SERVICE_DEF',
+    },
+    {
       scenario: 'a file named after another service',
       file: 'services/memcached.yaml',
       from: 'name: memcached',
@@ -121,6 +142,24 @@ describe('roles and services', () => {
     expect(issue, JSON.stringify(err.issues)).toBeDefined();
     expect(issue!.location.file).toBe(path);
     expect(issue!.location.line).toBeGreaterThan(0);
+  });
+
+  it('refuses an upgrade.before that makes a cycle with requires, at each before of the cycle, naming the files', () => {
+    // neutron-server requires ovn-central, which moves after ovn-controller (its upgrade.before):
+    // neutron-server before ovn-controller closes the loop.
+    const dir = copyRoles();
+    const path = join(dir, 'services/neutron-server.yaml');
+    const text = readFileSync(path, 'utf8');
+    expect(text).toMatch(/^upgrade:\n/m);
+    writeFileSync(path, text.replace(/^upgrade:\n/m, 'upgrade:\n  before: [ovn-controller]\n'));
+    const found = faults(dir).issues.filter((i) => i.code === 'E_UPGRADE_ORDER');
+    expect(found.map((i) => i.location.file).sort()).toEqual([path, join(dir, 'services/ovn-controller.yaml')]);
+    for (const i of found) {
+      expect(i.message).toMatch(/cycle: .*neutron-server -\(before\)-> ovn-controller/);
+      expect(i.message).toMatch(/ovn-controller -\(before\)-> ovn-central -\(requires\)-> neutron-server/);
+      expect(i.hint).toMatch(/roles\/services\/(neutron-server|ovn-controller)\.yaml moves/);
+      expect(i.location.line).toBeGreaterThan(0);
+    }
   });
 
   it('publishes schemas identical to the ones the code checks with', () => {

@@ -520,15 +520,20 @@ describe('fast-forward: a major upgrade that skips releases (zed -> epoxy)', () 
     const windows = control.filter((x) => x.availability === 'window').flatMap((x) => x.services);
     // the metadata agent keeps no database and runs beside its instances: it rolls, like the infrastructure
     expect(windows.sort()).toEqual(OPENSTACK.filter((s) => s !== 'neutron-ovn-metadata-agent'));
-    expect(p.fastForward?.rolling).toEqual([...INFRASTRUCTURE, 'neutron-ovn-metadata-agent']);
+    // OVN's order (ovn-controller's upgrade.before): every chassis before the databases and northd.
+    expect(p.fastForward?.rolling).toEqual([
+      ...INFRASTRUCTURE.filter((s) => !s.startsWith('ovn-') && s !== 'rabbitmq'),
+      'ovn-controller',
+      'ovn-central',
+      'rabbitmq',
+      'neutron-ovn-metadata-agent',
+    ]);
     for (const s of p.fastForward!.rolling) expect(phaseById(p, `control:${s}`).availability).not.toBe('window');
-    // The phase ids and their order are those of every plan. (ovn-controller follows the services of
-    // its step for now: OVN's own order, chassis before databases, is not planned yet.)
-    expect(control.map((x) => x.id).slice(-7)).toEqual([
+    // The phase ids and their order are those of every plan.
+    expect(control.map((x) => x.id).slice(-6)).toEqual([
       'control:keystone',
       'control:glance',
       'control:neutron-server',
-      'control:ovn-controller',
       'control:neutron-ovn-metadata-agent',
       'control:placement',
       NOVA,
@@ -735,5 +740,146 @@ describe('fast-forward: a major upgrade that skips releases (zed -> epoxy)', () 
     expect(withIt.warnings.filter((w) => !without.warnings.includes(w))).toEqual([
       expect.stringMatching(new RegExp(`^--fast-forward ignored: .*${why.source}`)),
     ]);
+  });
+});
+
+describe("OVN's order: every ovn-controller before the databases and ovn-northd, both databases saved first", () => {
+  /** zed-update with new OVN images too (as a rebuilt ovn-host / ovn-central package would give). */
+  const ovnUpdate: Release = {
+    ...zedUpdate,
+    name: 'zed-ovn',
+    images: {
+      ...zedUpdate.images,
+      'ovn-controller': { ...zedUpdate.images['ovn-controller']!, tag: 'zed-2' },
+      'ovn-central': { ...zedUpdate.images['ovn-central']!, tag: 'zed-2' },
+    },
+  };
+  const ids = (p: UpgradePlan): string[] => p.phases.map((x) => x.id);
+  const nodesMoved = (ph: UpgradePhase): string[] =>
+    actions(ph).flatMap((a) => (a.kind === 'ensure' && a.containers.length ? [a.node] : []));
+  /** The catalog with one service's upgrade section changed (in memory: the shipped files stay). */
+  const withUpgrade = (service: string, change: object) => {
+    const services = new Map(catalog.services);
+    const s = services.get(service)!;
+    services.set(service, { ...s, upgrade: { ...s.upgrade, ...change } });
+    return { ...catalog, services };
+  };
+
+  it('moves ovn-controller on every node, computes included, in its own phase before ovn-central, then neutron', () => {
+    const p = plan(ovnUpdate, { batch: 1 });
+    const at = (id: string): number => ids(p).indexOf(id);
+    expect(at('control:ovn-controller')).toBeGreaterThan(at('pull'));
+    expect(at('control:ovn-controller')).toBeLessThan(at('control:ovn-central'));
+    expect(at('control:ovn-central')).toBeLessThan(at('control:neutron-server'));
+    expect(at('control:neutron-server')).toBeLessThan(at('control:neutron-ovn-metadata-agent'));
+    // every chassis, one node at a time, long before the compute batches (nova-compute only)
+    const chassis = phaseById(p, 'control:ovn-controller');
+    expect(nodesMoved(chassis)).toEqual(['ctl-0', 'ctl-1', 'ctl-2', 'cmp-0', 'cmp-1']);
+    expect(chassis.availability).toBe('rolling');
+    expect(at('control:ovn-central')).toBeLessThan(at('batch:1'));
+    expect(phaseById(p, 'batch:1').services).toEqual(['nova-compute']);
+    expect(p.changes.find((c) => c.service === 'ovn-controller')!.phase).toBe('control:ovn-controller');
+    // The printed plan says why and where.
+    expect(chassis.title).toBe(
+      'control plane: ovn-controller, before ovn-central (upgrade.before), on every node that runs it: ' +
+        'ctl-0, ctl-1, ctl-2, cmp-0, cmp-1',
+    );
+    expect(formatUpgradePlan(p)).toContain(chassis.title);
+    expect(phaseById(p, 'control:ovn-central').title).toBe('control plane: ovn-central');
+  });
+
+  it('keeps that order when only the two OVN services change, and in a major upgrade', () => {
+    const onlyOvn: Release = {
+      ...zed,
+      name: 'zed-ovn-only',
+      images: {
+        ...zed.images,
+        'ovn-controller': ovnUpdate.images['ovn-controller']!,
+        'ovn-central': ovnUpdate.images['ovn-central']!,
+      },
+    };
+    expect(ids(plan(onlyOvn))).toEqual(['precheck', 'pull', 'control:ovn-controller', 'control:ovn-central']);
+    const major = ids(plan(antelope, { batch: 1 }));
+    expect(major.indexOf('control:ovn-controller')).toBeLessThan(major.indexOf('control:ovn-central'));
+    expect(major.indexOf('control:openvswitch')).toBeLessThan(major.indexOf('control:ovn-controller'));
+  });
+
+  it('saves the Northbound and Southbound databases on the first controller before any ovn-central container moves', () => {
+    const central = phaseById(plan(ovnUpdate, { batch: 1 }), 'control:ovn-central');
+    expect(kinds(central)[0]).toBe('backup');
+    expect(central.steps[0]!.title).toBe('back up ovnnb_db.db, ovnsb_db.db of ovn-central on ctl-0, before it moves');
+    const [save] = central.steps[0]!.actions;
+    expect(save).toEqual({
+      kind: 'backup',
+      service: 'ovn-central',
+      node: 'ctl-0',
+      databases: [],
+      commands: [
+        {
+          name: 'ovnnb_db.db',
+          container: 'ovn_nb_db',
+          command: [
+            'ovsdb-client',
+            '--timeout=120',
+            '--no-leader-only',
+            'backup',
+            'unix:/run/ovn/ovnnb_db.sock',
+            'OVN_Northbound',
+          ],
+        },
+        {
+          name: 'ovnsb_db.db',
+          container: 'ovn_sb_db',
+          command: [
+            'ovsdb-client',
+            '--timeout=120',
+            '--no-leader-only',
+            'backup',
+            'unix:/run/ovn/ovnsb_db.sock',
+            'OVN_Southbound',
+          ],
+        },
+      ],
+    });
+    // the sockets are the ones the database containers serve (start-db.sh, their health checks)
+    const files = catalog.services.get('ovn-central')!.containers;
+    for (const c of (save as Extract<UpgradeAction, { kind: 'backup' }>).commands!)
+      expect(JSON.stringify(files.find((f) => f.name === c.container)!.healthcheck)).toContain(c.command[4]);
+    // then the rolling restart, node by node: the backup precedes every swap
+    expect(kinds(central).slice(1)).toEqual(['ensure+health', 'ensure+health', 'ensure+health']);
+    expect(formatAction(save!)).toBe(
+      'ctl-0: save ovnnb_db.db (ovn_nb_db: ovsdb-client --timeout=120 --no-leader-only backup unix:/run/ovn/ovnnb_db.sock OVN_Northbound); ' +
+        'ovnsb_db.db (ovn_sb_db: ovsdb-client --timeout=120 --no-leader-only backup unix:/run/ovn/ovnsb_db.sock OVN_Southbound) (ovn-central)',
+    );
+    // no image of OVN changes: nothing saved
+    expect(
+      plan(zedUpdate)
+        .phases.flatMap(actions)
+        .filter((a) => a.kind === 'backup' && a.commands),
+    ).toEqual([]);
+  });
+
+  it('refuses a before that the plan cannot keep: a batched service ahead of the control plane', () => {
+    const bad = withUpgrade('nova-compute', { before: ['nova-api'] });
+    expect(() =>
+      planUpgrade({ inventory: inventory(), catalog: bad, current: zed, target: zedUpdate, options: { batch: 1 } }),
+    ).toThrow(
+      expect.objectContaining({
+        code: 'E_UPGRADE_ORDER',
+        message: expect.stringContaining('nova-compute moves in compute batches, after the control plane'),
+        hint: expect.stringContaining('roles/services/nova-compute.yaml'),
+      }),
+    );
+  });
+
+  it('refuses a before between services the skew rules move in one phase', () => {
+    const bad = withUpgrade('nova-conductor', { before: ['nova-api'] });
+    expect(() => planUpgrade({ inventory: inventory(), catalog: bad, current: zed, target: zedUpdate })).toThrow(
+      expect.objectContaining({
+        code: 'E_UPGRADE_ORDER',
+        message: expect.stringContaining('nova-conductor must move before nova-api (upgrade.before)'),
+        hint: expect.stringContaining('roles/services/nova-conductor.yaml'),
+      }),
+    );
   });
 });

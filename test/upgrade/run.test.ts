@@ -9,7 +9,8 @@ import { parseInventory } from '../../src/inventory/load.js';
 import { loadCatalog } from '../../src/roles/catalog.js';
 import { loadRelease } from '../../src/roles/release.js';
 import { actionKey } from '../../src/orchestrator/engine.js';
-import { migrate } from '../../src/orchestrator/handlers.js';
+import type { NodeAccess } from '../../src/orchestrator/context.js';
+import { backup, migrate } from '../../src/orchestrator/handlers.js';
 import { JournalFile, RunMode } from '../../src/orchestrator/journal.js';
 import { planDigest, subjectOf } from '../../src/upgrade/journal.js';
 import type { PauseAt, UpgradeAction, UpgradePhase, UpgradePlan } from '../../src/upgrade/model.js';
@@ -454,6 +455,72 @@ describe('an upgrade run on the engine', () => {
       setRelease: () => undefined,
     });
     expect(r.backups).toEqual(['ctl-0:/var/lib/stackctl/backups/run/glance.sql.gz']);
+  });
+});
+
+describe('an update that moves OVN', () => {
+  const ovnUpdate = {
+    ...zedUpdate,
+    name: 'zed-ovn',
+    images: {
+      ...zedUpdate.images,
+      'ovn-controller': { ...zedUpdate.images['ovn-controller']!, tag: 'zed-2' },
+      'ovn-central': { ...zedUpdate.images['ovn-central']!, tag: 'zed-2' },
+    },
+  };
+
+  it('swaps every ovn-controller, then saves both OVN databases, then swaps ovn-central; the event log names the files and sizes', async () => {
+    const text = generateInventoryYaml({ name: 'lab', controllers: 3, computes: 2, lab: true });
+    const inventory = parseInventory('inv.yaml', text, { roles: catalog.roleInfo }).inventory;
+    const plan = planUpgrade({
+      inventory,
+      catalog,
+      current: zed,
+      target: ovnUpdate,
+      ...upgradeDeployPlans(text, zed, ovnUpdate),
+      options: { batch: 1 },
+    });
+    const { handlers, calls } = recordingHandlers();
+    const { ctx, events } = fakeContext(plan);
+    // The real backup handler, on nodes whose shell reports each file's size.
+    const sizes: Record<string, string> = { ovn_nb_db: '20480', ovn_sb_db: '7311' };
+    const node = (name: string): NodeAccess => ({
+      ...ctx.connect(name),
+      exec: async (argv) => ({ code: 0, stdout: `${sizes[(argv as string[])[6]!]}\n`, stderr: '' }),
+    });
+    const run = { ...ctx, run: 'r1', backups: new Map<string, string>(), connect: node };
+    const recordBackup = handlers.backup;
+    const r = await runUpgrade(run, {
+      handlers: {
+        ...handlers,
+        backup: async (a, c, scope) => {
+          const faked = await recordBackup(a, c, scope);
+          return a.commands ? backup(a, c, scope) : faked;
+        },
+      },
+      journal: journal(journalFile(), plan, RunMode.NEW),
+      mode: RunMode.NEW,
+      setRelease: () => undefined,
+    });
+    expect(r.outcome, JSON.stringify(r.failures)).toBe(RunOutcome.DONE);
+    const at = (pred: (c: (typeof calls)[number]) => boolean): number[] =>
+      calls.flatMap((c, i) => (pred(c) ? [i] : []));
+    const chassis = at((c) => c.kind === 'ensure' && c.subject.startsWith('ovn-controller@'));
+    const saved = at((c) => c.kind === 'backup' && c.subject === 'ovn-central@ctl-0');
+    const central = at((c) => c.kind === 'ensure' && c.subject.startsWith('ovn-central@'));
+    expect(chassis).toHaveLength(5);
+    expect(saved).toHaveLength(1);
+    expect(central).toHaveLength(3);
+    expect(Math.max(...chassis)).toBeLessThan(saved[0]!);
+    expect(saved[0]!).toBeLessThan(Math.min(...central));
+    const done = events.find(
+      (e): e is Extract<StackctlEvent, { kind: 'run.action' }> =>
+        e.kind === 'run.action' && e.action === 'backup' && e.subject === 'ovn-central@ctl-0' && e.state === 'done',
+    );
+    expect(done?.detail).toMatch(
+      /^ctl-0:\/var\/lib\/stackctl\/backups\/r1\/ovn-central-\S+-ovnnb_db\.db \(20480 bytes\), ctl-0:\S+-ovnsb_db\.db \(7311 bytes\)$/,
+    );
+    expect(r.backups).toContain(done!.detail);
   });
 });
 
