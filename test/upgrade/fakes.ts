@@ -203,3 +203,16 @@ export function fakeContext(
   };
   return { ctx, events };
 }
+
+/** `base` (zed-update in the tests) with new OVN images too, as a rebuilt ovn-host / ovn-central package would give. */
+export function withNewOvnImages(base: Release, name = 'zed-ovn'): Release {
+  return {
+    ...base,
+    name,
+    images: {
+      ...base.images,
+      'ovn-controller': { ...base.images['ovn-controller']!, tag: 'zed-2' },
+      'ovn-central': { ...base.images['ovn-central']!, tag: 'zed-2' },
+    },
+  };
+}

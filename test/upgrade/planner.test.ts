@@ -7,6 +7,7 @@ import { parseInventory } from '../../src/inventory/load.js';
 import { loadCatalog } from '../../src/roles/catalog.js';
 import { loadRelease } from '../../src/roles/release.js';
 import type { Release } from '../../src/roles/schema.js';
+import { withNewOvnImages } from './fakes.js';
 import { ACTION_FORMAT, formatAction, formatUpgradePlan, upgradePlanToJson } from '../../src/upgrade/format.js';
 import { BUILTIN_HOOKS, resolveHook } from '../../src/upgrade/hooks.js';
 import { planDigest } from '../../src/upgrade/journal.js';
@@ -744,16 +745,8 @@ describe('fast-forward: a major upgrade that skips releases (zed -> epoxy)', () 
 });
 
 describe("OVN's order: every ovn-controller before the databases and ovn-northd, both databases saved first", () => {
-  /** zed-update with new OVN images too (as a rebuilt ovn-host / ovn-central package would give). */
-  const ovnUpdate: Release = {
-    ...zedUpdate,
-    name: 'zed-ovn',
-    images: {
-      ...zedUpdate.images,
-      'ovn-controller': { ...zedUpdate.images['ovn-controller']!, tag: 'zed-2' },
-      'ovn-central': { ...zedUpdate.images['ovn-central']!, tag: 'zed-2' },
-    },
-  };
+  /** zed-update with new OVN images too. */
+  const ovnUpdate = withNewOvnImages(zedUpdate);
   const ids = (p: UpgradePlan): string[] => p.phases.map((x) => x.id);
   const nodesMoved = (ph: UpgradePhase): string[] =>
     actions(ph).flatMap((a) => (a.kind === 'ensure' && a.containers.length ? [a.node] : []));

@@ -19,7 +19,15 @@ import { setInventoryRelease } from '../../src/upgrade/release-file.js';
 import { RunOutcome } from '../../src/upgrade/report.js';
 import { runUpgrade } from '../../src/upgrade/run.js';
 import { upgradeDeployPlans } from '../helpers/plan.js';
-import { deployPlanOf, fakeContext, planOf, recordingHandlers, work, type FakeCloud } from './fakes.js';
+import {
+  deployPlanOf,
+  fakeContext,
+  planOf,
+  recordingHandlers,
+  withNewOvnImages,
+  work,
+  type FakeCloud,
+} from './fakes.js';
 
 const catalog = loadCatalog(defaultRolesDir());
 const zed = loadRelease(defaultReleasesDir(), 'zed');
@@ -459,15 +467,7 @@ describe('an upgrade run on the engine', () => {
 });
 
 describe('an update that moves OVN', () => {
-  const ovnUpdate = {
-    ...zedUpdate,
-    name: 'zed-ovn',
-    images: {
-      ...zedUpdate.images,
-      'ovn-controller': { ...zedUpdate.images['ovn-controller']!, tag: 'zed-2' },
-      'ovn-central': { ...zedUpdate.images['ovn-central']!, tag: 'zed-2' },
-    },
-  };
+  const ovnUpdate = withNewOvnImages(zedUpdate);
 
   it('swaps every ovn-controller, then saves both OVN databases, then swaps ovn-central; the event log names the files and sizes', async () => {
     const text = generateInventoryYaml({ name: 'lab', controllers: 3, computes: 2, lab: true });
