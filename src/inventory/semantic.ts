@@ -582,6 +582,7 @@ function checkSettings(inv: Inventory, ctx: SemanticContext, err: Report): void 
         );
     }
   }
+  checkNetworkSettings(inv, ctx, known, err);
   findSecretRefs(inv, [], (path) => {
     if (path.length === 3 && path[0] === 'cloud' && path[1] === 'settings' && allowedRefs.has(String(path[2]))) return;
     const settingName = path[0] === 'cloud' && path[1] === 'settings' ? String(path[2]) : undefined;
@@ -594,6 +595,47 @@ function checkSettings(inv: Inventory, ctx: SemanticContext, err: Report): void 
       path,
     );
   });
+}
+
+/**
+ * Settings of type network, set or by default: the network exists, and every node whose role runs the
+ * declaring service has an address on it (a migration network the computes lack would render an empty
+ * listener address).
+ */
+function checkNetworkSettings(
+  inv: Inventory,
+  ctx: SemanticContext,
+  known: ReadonlyMap<string, SettingSpec>,
+  err: Report,
+): void {
+  for (const spec of known.values()) {
+    if (spec.type !== 'network') continue;
+    const set = inv.cloud.settings?.[spec.name];
+    const value = String(set ?? spec.default);
+    if (set !== undefined && settingProblem(spec, set)) continue; // reported as E_SETTING_VALUE
+    const path = set !== undefined ? ['cloud', 'settings', spec.name] : ['networks'];
+    const what = set !== undefined ? `cloud.settings.${spec.name}` : `${spec.name} (by default)`;
+    if (!inv.networks[value]) {
+      err(
+        'E_SETTING_NETWORK',
+        `${what} names network '${value}', which this inventory does not define`,
+        `Networks defined: ${Object.keys(inv.networks).sort().join(', ')}. Set ${spec.name} to one of them (service ${spec.service}).`,
+        path,
+      );
+      continue;
+    }
+    const without = inv.nodes.filter((n) => {
+      const role = ctx.roles.get(n.role);
+      return role?.settings.has(spec.name) && !role.networks.includes(value);
+    });
+    if (without.length)
+      err(
+        'E_SETTING_NETWORK',
+        `${what} names network '${value}', on which node(s) ${without.map((n) => n.name).join(', ')} have no address (their role does not list it)`,
+        `Add '${value}' to the networks of role(s) ${[...new Set(without.map((n) => n.role))].join(', ')}, or choose a network they have for ${spec.name}.`,
+        path,
+      );
+  }
 }
 
 /** Call `f` with the path of every string of a parsed YAML value that holds `<secret:`. */

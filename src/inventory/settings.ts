@@ -24,6 +24,11 @@ export const SETTING_TYPES = {
   enum: 'enum',
   /** A reference `<secret:NAME>` to a key of the secrets file: the only place an inventory may name a secret. */
   secret: 'secret',
+  /**
+   * The name of one of the inventory's networks (a key of `networks`) on which every node running the
+   * declaring service has an address: what a service listens on or sends over (a migration network).
+   */
+  network: 'network',
 } as const;
 export type SettingType = keyof typeof SETTING_TYPES;
 
@@ -60,6 +65,9 @@ export const DEFAULT_STRING_PATTERN = '^[A-Za-z0-9_][A-Za-z0-9_.:/+-]{0,254}$';
 // eslint-disable-next-line no-control-regex -- finding control characters is the point
 export const CONTROL_CHARS = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/;
 
+/** The form of a network name (the inventory schema's NetworkName). */
+export const NETWORK_NAME = /^[a-z0-9][a-z0-9_-]*$/;
+
 /** A reference to a secret, the whole value of a `secret` setting. */
 export const SECRET_REF = /^<secret:([a-z][a-z0-9_]*)>$/;
 /** What makes any inventory text a secret reference, well-formed or not. */
@@ -95,6 +103,8 @@ export function describeSetting(spec: SettingSpec): string {
       return `one of ${(spec.values ?? []).join(', ')}`;
     case 'secret':
       return 'a reference <secret:NAME> to a key of services: in the secrets file';
+    case 'network':
+      return 'the name of a network (a key of networks:) that every node running the service has an address on';
     case 'string':
       return `text matching ${spec.pattern ?? DEFAULT_STRING_PATTERN}${spec.pattern === undefined || spec.pattern === DEFAULT_STRING_PATTERN ? ' (letters, digits and _ . : / + -, not starting with . : / + -)' : ''}`;
   }
@@ -132,6 +142,11 @@ export function settingProblem(spec: SettingSpec, value: unknown): string | unde
     case 'secret':
       if (typeof value !== 'string') return `must be a secret reference, not ${kind(value)}`;
       return SECRET_REF.test(value) ? undefined : 'must be exactly <secret:NAME>, NAME a key of the secrets file';
+    case 'network':
+      if (typeof value !== 'string') return `must be a network name, not ${kind(value)}`;
+      return NETWORK_NAME.test(value)
+        ? undefined
+        : 'is not a network name (lower-case letters, digits, hyphens and underscores)';
     case 'string':
       if (typeof value !== 'string') return `must be text, not ${kind(value)}`;
       return new RegExp(spec.pattern ?? DEFAULT_STRING_PATTERN, 'u').test(value)

@@ -401,7 +401,7 @@ export const SettingDeclarationSchema = Type.Object(
     default: SettingScalar,
     type: Type.Union(
       Object.keys(SETTING_TYPES).map((t) => Type.Literal(t as SettingType)),
-      { description: 'integer, number, boolean, string, enum or secret' },
+      { description: 'integer, number, boolean, string, enum, secret or network' },
     ),
     min: Type.Optional(Type.Number({ description: 'integer, number: smallest value allowed' })),
     max: Type.Optional(Type.Number({ description: 'integer, number: largest value allowed' })),

@@ -27,6 +27,7 @@ const TYPE_KEYS: Readonly<Record<SettingType, readonly ('min' | 'max' | 'values'
   string: ['pattern'],
   enum: ['values'],
   secret: [],
+  network: [],
 };
 
 /** The type the short form `name: value` gives a setting. */

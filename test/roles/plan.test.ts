@@ -257,6 +257,59 @@ describe('the plan', () => {
     expect(kvm.rendered.get('cmp-0')!.get('/etc/stackctl/nova-compute/nova.conf')).not.toMatch(/cpu_mode/);
   });
 
+  it('live migration over TCP: libvirtd listens on the migration network address of each compute, Nova dials it; none by default', () => {
+    const text = generateInventoryYaml({ controllers: 1, computes: 2 });
+    const conf = (r: PlanResult, node: string, file: string): string =>
+      r.rendered.get(node)!.get(`/etc/stackctl/nova-compute/${file}`)!;
+    // the default: no listener at all, and Nova has no migration address
+    const off = planFor(text);
+    expect(conf(off, 'cmp-0', 'libvirt/libvirtd.conf')).toMatch(/^listen_tcp = 0$/m);
+    expect(conf(off, 'cmp-0', 'libvirt/libvirtd.conf')).not.toMatch(/listen_addr|auth_tcp/);
+    expect(conf(off, 'cmp-0', 'nova.conf')).not.toMatch(/live_migration/);
+    const on = planFor(
+      text.replace('release: zed }', 'release: zed, settings: { nova_live_migration_transport: tcp } }'),
+    );
+    for (const node of ['cmp-0', 'cmp-1']) {
+      const addr = on.plan.nodes.find((n) => n.name === node)!.addresses['internal_api']!;
+      expect(addr).toMatch(/^\d+\.\d+\.\d+\.\d+$/);
+      const libvirtd = conf(on, node, 'libvirt/libvirtd.conf');
+      expect(libvirtd).toMatch(/^listen_tls = 0$/m);
+      expect(libvirtd).toMatch(/^listen_tcp = 1$/m);
+      expect(libvirtd).toContain(`listen_addr = "${addr}"`);
+      expect(libvirtd).toMatch(/^auth_tcp = "none"$/m);
+      const nova = conf(on, node, 'nova.conf');
+      expect(nova).toMatch(/^live_migration_scheme = tcp$/m);
+      expect(nova).toContain(`live_migration_inbound_addr = ${addr}`);
+    }
+    // (libvirtd itself is started with --listen: the config decides what it listens on)
+    const libvirt = catalog.services.get('nova-compute')!.containers.find((c) => c.name === 'nova_libvirt')!;
+    expect(libvirt.command).toEqual(['libvirtd', '--listen']);
+    // another network by name: the computes' tenant addresses
+    const tenant = planFor(
+      text.replace(
+        'release: zed }',
+        'release: zed, settings: { nova_live_migration_transport: tcp, nova_migration_network: tenant } }',
+      ),
+    );
+    const tenantAddr = tenant.plan.nodes.find((n) => n.name === 'cmp-1')!.addresses['tenant']!;
+    expect(conf(tenant, 'cmp-1', 'libvirt/libvirtd.conf')).toContain(`listen_addr = "${tenantAddr}"`);
+    // a network the computes have no address on, and one the inventory does not define: refused, located
+    for (const [net, message] of [
+      ['external', /network 'external', on which node\(s\) cmp-0, cmp-1 have no address/],
+      ['storage', /network 'storage', which this inventory does not define/],
+    ] as const) {
+      const bad = text.replace(
+        'release: zed }',
+        `release: zed, settings: { nova_live_migration_transport: tcp, nova_migration_network: ${net} } }`,
+      );
+      expect(() => planFor(bad)).toThrow(
+        expect.objectContaining({
+          issues: [expect.objectContaining({ code: 'E_SETTING_NETWORK', message: expect.stringMatching(message) })],
+        }),
+      );
+    }
+  });
+
   it("takes the release manifest's settings over the services' defaults: epoxy's RabbitMQ 4 gets no mirroring policy", () => {
     const text = generateInventoryYaml({ controllers: 1, computes: 1 });
     const defs = (r: PlanResult): Record<string, unknown> =>

@@ -99,6 +99,8 @@ export function labInventoryYaml(o: LabTopologyOptions): string {
           '    # No nested KVM in the lab: libvirt runs guests under QEMU emulation (TCG).',
           '    nova_compute_driver: libvirt.LibvirtDriver',
           '    nova_virt_type: qemu',
+          '    # Live migration between the computes over plain TCP: the lab network is this machine alone.',
+          '    nova_live_migration_transport: tcp',
         ]
       : [
           '    # No KVM in the lab: Nova fake virt driver, everything above it is the real Nova.',

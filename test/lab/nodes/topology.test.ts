@@ -66,7 +66,12 @@ describe('container lab topologies', () => {
       images: [{ name: 'lab-tiny', size_kb: 1024 }],
     });
     expect(settings('libvirt')).toEqual({
-      settings: { nova_compute_driver: 'libvirt.LibvirtDriver', nova_virt_type: 'qemu', ovs_datapath_type: 'netdev' },
+      settings: {
+        nova_compute_driver: 'libvirt.LibvirtDriver',
+        nova_virt_type: 'qemu',
+        nova_live_migration_transport: 'tcp',
+        ovs_datapath_type: 'netdev',
+      },
       images: [{ name: 'lab-guest', build: 'guest' }],
     });
   });
