@@ -122,6 +122,21 @@ export type StackctlEvent =
       readonly ms: number;
     }
   | {
+      /** One instance's line of the workload ledger of an evacuation (src/workloads/ledger.ts). */
+      readonly kind: 'workload.ledger';
+      readonly server: string;
+      /** The address watched from this machine; empty when not watched. */
+      readonly address: string;
+      readonly watched: boolean;
+      readonly samples: number;
+      readonly lost: number;
+      /** The longest time without an answer (ms). */
+      readonly longestGapMs: number;
+      readonly bootIdChanges: number;
+      /** Why it was not watched. */
+      readonly note: string;
+    }
+  | {
       /** The run lock was taken over from a run that had died (src/core/lock.ts). */
       readonly kind: 'lock.taken-over';
       /** The lock file. */
@@ -170,6 +185,10 @@ export const EVENT_FORMAT: { readonly [K in EventKind]: (e: Extract<StackctlEven
     (e.ms ? ` ${(e.ms / 1000).toFixed(1)} s` : ''),
   'lock.taken-over': (e) =>
     `took over the run lock ${e.lock} left by '${e.command}' (pid ${e.pid} on host ${e.host}, since ${e.since}): ${e.reason}`,
+  'workload.ledger': (e) =>
+    e.watched
+      ? `server ${e.server} at ${e.address}: longest gap ${(e.longestGapMs / 1000).toFixed(2)} s, ${e.lost} of ${e.samples} polls lost, ${e.bootIdChanges} boot-id change(s)`
+      : `server ${e.server}: not watched (${e.note})`,
   'upgrade.migration': (e) =>
     `server ${e.server} ${e.from} -> ${e.to || '?'}: ${e.state}` + (e.ms ? ` ${(e.ms / 1000).toFixed(1)} s` : ''),
 };

@@ -380,8 +380,23 @@ export const EvacuationSettingsSchema = Type.Object(
         description: 'time an aborted live migration has to roll back to its source',
       }),
     ),
+    watch_workloads: Type.Optional(
+      Type.Boolean({
+        default: true,
+        description:
+          'watch every migrating instance from the deploy host (the state page of the guest image stackctl builds) and write the workload ledger',
+      }),
+    ),
+    workload_max_gap_s: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        default: 30,
+        description:
+          'the longest a watched instance may go unanswered during the evacuation; beyond it, or a changed boot id, the evacuation fails',
+      }),
+    ),
   },
-  { ...strict, description: 'knobs of the built-in nova-evacuate hook' },
+  { ...strict, description: 'knobs of the built-in nova-evacuate hook and of nodes maintenance' },
 );
 
 export const PullSettingsSchema = Type.Object(

@@ -360,6 +360,14 @@ export interface ServerRow {
   readonly host: string;
   readonly flavorId: string;
   readonly flavorName: string;
+  /** Its IPv4 addresses on every network (fixed and floating), as the listing's Networks column gives them. */
+  readonly addresses?: readonly string[];
+}
+
+/** The IPv4 addresses in a Networks column: `{"net": ["10.0.0.5", "172.24.4.9"]}` or `net=10.0.0.5, 172.24.4.9`. */
+function addressesOf(networks: unknown): string[] {
+  const text = typeof networks === 'string' ? networks : JSON.stringify(networks ?? '');
+  return [...text.matchAll(/\b\d{1,3}(?:\.\d{1,3}){3}\b/g)].map((m) => m[0]);
 }
 
 /** Parse `openstack server list --long -f json`. */
@@ -371,6 +379,7 @@ export function parseServers(text: string): ServerRow[] {
     host: str(field(r, 'Host', 'OS-EXT-SRV-ATTR:host')),
     flavorId: str(field(r, 'Flavor ID')),
     flavorName: str(field(r, 'Flavor Name', 'Flavor')),
+    addresses: addressesOf(field(r, 'Networks')),
   }));
 }
 

@@ -24,6 +24,7 @@ import {
   type Resources,
 } from './prechecks.js';
 import type { ComputeService } from '../status/model.js';
+import { interruption, startLedger, type LedgerEntry } from '../workloads/ledger.js';
 import {
   OPENSTACK_COMMANDS,
   listComputeServices,
@@ -31,6 +32,13 @@ import {
   parseServerShow,
   type ServerRow,
 } from '../status/openstack-client.js';
+
+/**
+ * What the evacuation uses of a run's context: the cloud's admin client, which binary is the
+ * hypervisor agent, the event sink, the clock and the operator's stop. An upgrade hands its whole
+ * context; `nodes maintenance` one of its own.
+ */
+export type EvacuationContext = Pick<UpgradeContext, 'cloud' | 'services' | 'emit' | 'now' | 'sleep' | 'signal'>;
 
 /** The knobs of the evacuation. */
 export interface EvacuationSettings {
@@ -45,6 +53,10 @@ export interface EvacuationSettings {
   readonly movableStates: readonly string[];
   readonly allocationRatio: Resources;
   readonly reportTimeoutMs: number;
+  /** Watch the instances from this machine while they migrate (src/workloads/ledger.ts). */
+  readonly watchWorkloads: boolean;
+  /** The longest a watched instance may go unanswered; beyond it, or a changed boot id, the evacuation fails. */
+  readonly workloadMaxGapMs: number;
 }
 
 /** Every knob of the evacuation, with its default. */
@@ -67,6 +79,10 @@ export const EVACUATION_DEFAULTS: Omit<EvacuationSettings, 'binary'> = {
   allocationRatio: CAPACITY_DEFAULTS.allocationRatio,
   /** How long a new nova-compute has to report to Nova (its report_interval is 10 s). */
   reportTimeoutMs: 180_000,
+  /** The workload ledger is written for every evacuation. */
+  watchWorkloads: true,
+  /** A live migration's pause is well under a second on a fast network; TCG on a loaded lab takes longer. */
+  workloadMaxGapMs: 30_000,
 };
 
 /** Overrides of EVACUATION_DEFAULTS. */
@@ -88,7 +104,7 @@ const MIGRATION_ABORTABLE = ['queued', 'preparing', 'running'];
  */
 async function abortMigration(
   server: ServerRow,
-  ctx: UpgradeContext,
+  ctx: EvacuationContext,
   o: Omit<EvacuationSettings, 'binary'>,
 ): Promise<{ readonly moved?: string; readonly note: string }> {
   const t0 = ctx.now();
@@ -147,7 +163,11 @@ const IN_FLIGHT: readonly string[] = ['MIGRATING'];
  * migrations it had requested, and a host is neither counted nor emptied
  * while one is under way. Returns how many were waited for.
  */
-async function settleInFlight(ctx: UpgradeContext, hosts: readonly string[], o: EvacuationSettings): Promise<number> {
+async function settleInFlight(
+  ctx: EvacuationContext,
+  hosts: readonly string[],
+  o: EvacuationSettings,
+): Promise<number> {
   const t0 = ctx.now();
   let seen = 0;
   for (;;) {
@@ -170,7 +190,7 @@ export interface MigrationOutcome {
 /** One instance: request the live migration, poll until ACTIVE elsewhere, failed, or past the deadline. */
 export async function migrateServer(
   server: ServerRow,
-  ctx: UpgradeContext,
+  ctx: EvacuationContext,
   o: Omit<EvacuationSettings, 'binary'> = EVACUATION_DEFAULTS,
 ): Promise<MigrationOutcome> {
   const t0 = ctx.now();
@@ -230,7 +250,7 @@ export async function migrateServer(
 }
 
 async function setEnabled(
-  ctx: UpgradeContext,
+  ctx: EvacuationContext,
   hosts: readonly string[],
   o: EvacuationSettings,
 ): Promise<{ host: string; error: string }[]> {
@@ -287,7 +307,7 @@ export class EvacuationFailed extends RemoteError {
  */
 export async function novaEvacuate(
   hosts: readonly string[],
-  ctx: UpgradeContext,
+  ctx: EvacuationContext,
   opts: EvacuationOptions = {},
 ): Promise<string> {
   const o: EvacuationSettings = { ...EVACUATION_DEFAULTS, binary: hypervisorBinary(ctx.services), ...opts };
@@ -323,7 +343,26 @@ export async function novaEvacuate(
     throw err;
   }
 
+  const ledger =
+    o.watchWorkloads && movable.length
+      ? await startLedger(movable.map((s) => ({ id: s.id, name: s.name, addresses: s.addresses ?? [] })))
+      : undefined;
   const outcomes = await mapLimit(movable, o.concurrency, (s) => migrateServer(s, ctx, o));
+  const entries = ledger ? await ledger.stop() : [];
+  for (const e of entries) {
+    const s = e.summary;
+    ctx.emit({
+      kind: 'workload.ledger',
+      server: e.name || e.server,
+      address: e.address ?? '',
+      watched: e.watched,
+      samples: s?.samples ?? 0,
+      lost: s?.lost ?? 0,
+      longestGapMs: s?.longestGapMs ?? 0,
+      bootIdChanges: s?.bootIdChanges ?? 0,
+      note: e.note ?? '',
+    });
+  }
   // Left behind: instances still running there, or still migrating (past the deadline).
   const after = await instancesOn(ctx.cloud, hosts, o.movableStates);
   const left = [...after.movable, ...after.staying.filter((s) => IN_FLIGHT.includes(s.status))];
@@ -350,10 +389,31 @@ export async function novaEvacuate(
       failed.map((f) => f.host),
     );
   }
+  const interrupted = entries
+    .map((e) => ({ e, why: interruption(e, o.workloadMaxGapMs) }))
+    .filter((x): x is { e: LedgerEntry; why: string } => x.why !== undefined);
+  if (interrupted.length) {
+    throw new RemoteError(
+      'E_WORKLOAD_INTERRUPTED',
+      `${hosts.join(', ')} emptied, but ${interrupted.length} instance(s) were interrupted while they migrated: ` +
+        interrupted.map(({ e, why }) => `${e.name || e.server}: ${why}`).join('; '),
+      {
+        hint:
+          'The hosts stay disabled (they are empty). Look at the instances (openstack console log show), and at ' +
+          'the migrations (openstack server migration list --server ID); raise upgrade.evacuation.workload_max_gap_s ' +
+          'if the gap is what this network allows.',
+        details: { hosts, ledger: entries },
+      },
+    );
+  }
+  const watched = entries.filter((e) => e.watched && e.summary);
+  const ledgerText = watched.length
+    ? `; ${watched.length} watched, longest gap ${(Math.max(...watched.map((e) => e.summary!.longestGapMs)) / 1000).toFixed(2)} s, 0 boot-id changes`
+    : '';
   const secs = ((ctx.now() - t0) / 1000).toFixed(0);
   const stays = staying.length ? `; ${staying.length} instance(s) not running stay in place` : '';
   const waited = adopted ? `; ${adopted} live migration(s) already under way waited for` : '';
-  return `${hosts.join(', ')}: nova-compute disabled, ${outcomes.length} instance(s) live-migrated in ${secs} s${waited}${stays}`;
+  return `${hosts.join(', ')}: nova-compute disabled, ${outcomes.length} instance(s) live-migrated in ${secs} s${ledgerText}${waited}${stays}`;
 }
 
 /**
@@ -364,7 +424,7 @@ export async function novaEvacuate(
  */
 export async function novaUp(
   hosts: readonly string[],
-  ctx: UpgradeContext,
+  ctx: EvacuationContext,
   opts: EvacuationOptions = {},
 ): Promise<string> {
   const o: EvacuationSettings = { ...EVACUATION_DEFAULTS, binary: hypervisorBinary(ctx.services), ...opts };
@@ -401,7 +461,7 @@ export async function novaUp(
 /** The `nova-enable` hook: nova-compute enabled again on the batch's hosts. */
 export async function novaEnable(
   hosts: readonly string[],
-  ctx: UpgradeContext,
+  ctx: EvacuationContext,
   opts: EvacuationOptions = {},
 ): Promise<string> {
   const o: EvacuationSettings = { ...EVACUATION_DEFAULTS, binary: hypervisorBinary(ctx.services), ...opts };

@@ -30,9 +30,20 @@ export const HOOK_DEFAULTS = {
 
 /** The inventory's `upgrade.evacuation` knobs (seconds) as the hook's options (milliseconds). */
 export function evacuationOptions(
-  e: { concurrency?: number; timeout_s?: number; poll_s?: number; abort_grace_s?: number } | undefined,
+  e:
+    | {
+        concurrency?: number;
+        timeout_s?: number;
+        poll_s?: number;
+        abort_grace_s?: number;
+        watch_workloads?: boolean;
+        workload_max_gap_s?: number;
+      }
+    | undefined,
 ): EvacuationOptions {
   return {
+    ...(e?.watch_workloads !== undefined ? { watchWorkloads: e.watch_workloads } : {}),
+    ...(e?.workload_max_gap_s !== undefined ? { workloadMaxGapMs: e.workload_max_gap_s * 1000 } : {}),
     ...(e?.concurrency !== undefined ? { concurrency: e.concurrency } : {}),
     ...(e?.timeout_s !== undefined ? { timeoutMs: e.timeout_s * 1000 } : {}),
     ...(e?.poll_s !== undefined ? { pollMs: e.poll_s * 1000 } : {}),

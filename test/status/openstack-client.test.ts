@@ -233,8 +233,24 @@ describe('reading the client', () => {
       { ID: 'i-2', Name: 'vm-2', Status: 'SHUTOFF', 'OS-EXT-SRV-ATTR:host': 'cmp-1', Flavor: 'm1.small' },
     ];
     expect(parseServers(JSON.stringify(rows))).toEqual([
-      { id: 'i-1', name: 'vm-1', status: 'ACTIVE', host: 'cmp-0', flavorId: 'f-1', flavorName: 'm1.tiny' },
-      { id: 'i-2', name: 'vm-2', status: 'SHUTOFF', host: 'cmp-1', flavorId: '', flavorName: 'm1.small' },
+      {
+        id: 'i-1',
+        name: 'vm-1',
+        status: 'ACTIVE',
+        host: 'cmp-0',
+        flavorId: 'f-1',
+        flavorName: 'm1.tiny',
+        addresses: [],
+      },
+      {
+        id: 'i-2',
+        name: 'vm-2',
+        status: 'SHUTOFF',
+        host: 'cmp-1',
+        flavorId: '',
+        flavorName: 'm1.small',
+        addresses: [],
+      },
     ]);
     expect(
       parseMigrations(JSON.stringify([{ Id: 7, Status: 'Running' }, { id: '8', status: 'completed' }, { Id: null }])),
