@@ -1,3 +1,4 @@
+import { registerMaintenance } from './maintenance.js';
 import type { Command } from 'commander';
 import { UsageError } from '../core/errors.js';
 import { JsonLinesLog, eventsFileFor, formatEvent, type StackctlEvent } from '../core/events.js';
@@ -103,6 +104,7 @@ async function eachNode(
 /** `stackctl nodes power|bootdev|validate|trust` (BMC operations), `enroll|inspect|provision|undeploy|list|show` (lifecycle). */
 export function registerNodes(program: Command): void {
   const nodes = program.command('nodes').description('drive the nodes through their BMCs (IPMI or Redfish)');
+  registerMaintenance(nodes);
   withSelection(nodes.command('power'))
     .description('power status, on, off (hard), soft-off (ACPI) or cycle')
     .argument('<action>', Object.keys(POWER_ACTIONS).join('|'))
