@@ -160,9 +160,12 @@ if spec.get("images"):
         if main is not None:
             say("image", i["name"], "unchanged")
             continue
-        kernel, _ = upload(i["name"] + "-kernel", files["kernel"], "aki", "aki",
+        # raw/bare, not aki/ari: before a live migration the destination's Nova fetches the kernel
+        # and ramdisk through its image format check, which refuses an aki or ari whose content
+        # qemu-img reads as raw (every kernel and initramfs); raw passes it, and the boot is the same.
+        kernel, _ = upload(i["name"] + "-kernel", files["kernel"], "raw", "bare",
                            stackctl_kernel_package=i["kernel_package"], stackctl_sha256=i["kernel_sha256"])
-        ramdisk, _ = upload(i["name"] + "-ramdisk", files["initrd"], "ari", "ari", stackctl_sha256=i["initrd_sha256"])
+        ramdisk, _ = upload(i["name"] + "-ramdisk", files["initrd"], "raw", "bare", stackctl_sha256=i["initrd_sha256"])
         upload(i["name"], b"\0" * i["root_bytes"], "raw", "bare", kernel_id=kernel.id, ramdisk_id=ramdisk.id,
                os_command_line=i["cmdline"])
         say("image", i["name"], "created", "guest: %s %s, initramfs %d bytes"

@@ -2,8 +2,8 @@
  * The guest image: what the cloud's first servers boot. Debian's kernel and a
  * busybox initramfs (images/guest/), built like the deploy ramdisk
  * (`buildBootImage`, cached by the hash of its inputs) and uploaded to Glance
- * at the end of a deploy as three images: the kernel (`aki`), the initramfs
- * (`ari`) and a small raw root disk that names both (`kernel_id`,
+ * at the end of a deploy as three images: the kernel, the initramfs (both
+ * raw: docs/images.md says why not aki/ari) and a small raw root disk that names both (`kernel_id`,
  * `ramdisk_id`, `os_command_line`). Nova's libvirt driver boots such a server
  * straight from the kernel and initramfs; the root disk is there because Nova
  * gives every server one, and the guest never reads it.

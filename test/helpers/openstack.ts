@@ -2,7 +2,8 @@
  * The OpenStack client on the deploy host, for the lab tests: the release's openstack-base image,
  * host network, the openrc file mounted read-only and sourced (credentials never in argv).
  */
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
+import { promisify } from 'node:util';
 import { imageRef } from '../../src/roles/release.js';
 import { release } from '../images/fixture.js';
 
@@ -27,6 +28,30 @@ export function openstack(openrc: string, args: string, timeoutMs = 300_000): st
     ],
     { encoding: 'utf8', timeout: timeoutMs },
   );
+}
+
+/**
+ * `openstack ARGS` as openstack() runs it, without blocking the event loop: what a test watches
+ * meanwhile (timers, fetch) keeps running.
+ */
+export async function openstackAsync(openrc: string, args: string, timeoutMs = 300_000): Promise<string> {
+  const { stdout } = await promisify(execFile)(
+    'docker',
+    [
+      'run',
+      '--rm',
+      '--network',
+      'host',
+      '-v',
+      `${openrc}:/root/openrc:ro`,
+      CLIENT_IMAGE,
+      'sh',
+      '-c',
+      `. /root/openrc && openstack ${args}`,
+    ],
+    { encoding: 'utf8', timeout: timeoutMs },
+  );
+  return stdout;
 }
 
 /** `openstack ARGS -f json`, parsed. */

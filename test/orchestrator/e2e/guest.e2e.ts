@@ -1,16 +1,19 @@
 /**
- * Real guests: a 1ctl-1comp container lab whose compute runs Nova's libvirt driver with QEMU's
+ * Real guests: a 1ctl-2comp container lab whose computes run Nova's libvirt driver with QEMU's
  * emulation (TCG), deployed by `stackctl deploy` with the guest image stackctl builds as its
  * starter image. A server made with `openstack server create` on the starter tenant network, with
  * a key pair from `openstack keypair create`, goes ACTIVE; a real QEMU runs it on cmp-0 with TCG's
  * translation cache capped, plugged into OVN's br-int by os-vif; its console log (Nova's, read
  * through the API) shows the guest's ready line; with a floating IP this machine reaches it by
- * ping, HTTP (its boot id and counter) and SSH with the key pair's private key. Figures on stderr:
+ * ping, HTTP (its boot id and counter) and SSH with the key pair's private key. Then a real live
+ * migration to cmp-1 (block migration: the disk is local), watched from outside every 100 ms by
+ * HTTP (src/workloads/guest-watch.ts) and ping: the same boot, the counter continuous, the gap
+ * measured. Figures on stderr:
  * deploy, ACTIVE, boot, first ping and SSH times, QEMU's memory per guest (guest-image.e2e.ts, in
  * the same script, measures it without the cap). `npm run test:e2e:guest`; STACKCTL_KEEP_LAB=1
  * keeps a failed run's lab, =all any run's (remove it with `stackctl lab down --purge`).
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,12 +26,18 @@ import {
   GUEST_READY_MARKER,
   GUEST_SSH_KEY_MARKER,
 } from '../../../src/images/guest.js';
+import { watchGuest } from '../../../src/workloads/guest-watch.js';
 import { runCli, tempDir } from '../../helpers/cli.js';
-import { openstack, openstackJson } from '../../helpers/openstack.js';
+import { openstack, openstackAsync, openstackJson } from '../../helpers/openstack.js';
 import { release } from '../../images/fixture.js';
 import { CLOUD_IMAGES, deployLab } from '../lab.js';
 
-const lab = deployLab('guest', '10.77', 900, { registryPort: 15121, bmcPort: 17030, compute: 'libvirt' });
+const lab = deployLab('guest', '10.77', 900, {
+  registryPort: 15121,
+  bmcPort: 17030,
+  compute: 'libvirt',
+  topology: '1ctl-2comp',
+});
 /** The guest image, built once and kept between runs (cached by its inputs). */
 const GUEST_DIR = join(tmpdir(), 'stackctl-test-guest');
 /** busybox (ping) on this machine: the lab node image carries it, run on the host network. */
@@ -56,10 +65,11 @@ async function onCompute(script: string, node = 'cmp-0'): Promise<string> {
 }
 
 /** The QEMU processes on cmp-0 (they run in nova_libvirt's container, seen from the node): pid, RSS, argv. */
-async function qemuProcesses(): Promise<{ pid: number; rssMiB: number; args: string; uuid: string }[]> {
+async function qemuProcesses(node = 'cmp-0'): Promise<{ pid: number; rssMiB: number; args: string; uuid: string }[]> {
   const out = await onCompute(
     'for p in $(pgrep -f qemu-system-x86_64.real || true); do ' +
       'printf "%s %s " "$p" "$(awk \'/^VmRSS/ {print $2}\' /proc/$p/status)"; tr "\\0" " " < /proc/$p/cmdline; echo; done',
+    node,
   );
   return out
     .split('\n')
@@ -88,6 +98,70 @@ function onHost(image: string, args: string[], timeoutMs = 60_000): string {
   );
 }
 
+/** The guest's state page: boot id and its 100 ms counter. */
+async function guestState(ip: string): Promise<{ boot: string; counter: number }> {
+  const text = await (await fetch(`http://${ip}/cgi-bin/state`, { signal: AbortSignal.timeout(10_000) })).text();
+  const m = /^boot_id=([0-9a-f-]{36}) counter=(\d+) uptime=[\d.]+$/m.exec(text);
+  expect(m, text).not.toBeNull();
+  return { boot: m![1]!, counter: Number(m![2]) };
+}
+
+/** A command on the guest over SSH, as root with the key pair's private key: its standard output. */
+function ssh(ip: string, command: string): string {
+  return execFileSync(
+    SSH,
+    [
+      ...['-i', keyFile, '-o', 'BatchMode=yes', '-o', 'IdentitiesOnly=yes', '-o', 'ConnectTimeout=10'],
+      ...['-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null', '-o', 'LogLevel=ERROR'],
+      `root@${ip}`,
+      command,
+    ],
+    { encoding: 'utf8', timeout: 60_000, stdio: ['ignore', 'pipe', 'pipe'] },
+  ).trim();
+}
+
+/** The container that pings a guest during a migration. */
+const PINGER = 'stackctl-guest-e2e-pinger';
+
+/**
+ * Ping `ip` every 100 ms from this machine (busybox in a host-network container) until the returned
+ * function is called: then how many echo requests went out, how many were lost, and the longest run
+ * of consecutive losses (x 100 ms: the gap ping saw).
+ */
+function startPinger(ip: string): () => Promise<{ sent: number; lost: number; longestRun: number }> {
+  execFileSync('docker', ['rm', '-f', PINGER], { stdio: 'ignore' });
+  const child = spawn(
+    'docker',
+    ['run', '--rm', '--name', PINGER, '--network', 'host', '--entrypoint', 'busybox', NODE_IMAGE].concat([
+      'ping',
+      '-i',
+      '0.1',
+      '-W',
+      '1',
+      ip,
+    ]),
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<void>((r) => child.on('exit', () => r()));
+  return async () => {
+    // SIGINT: busybox prints its statistics and exits
+    execFileSync('docker', ['kill', '-s', 'INT', PINGER], { stdio: 'ignore' });
+    await Promise.race([exited, sleep(10_000)]);
+    const sent = Number(/(\d+) packets transmitted/.exec(out)?.[1] ?? NaN);
+    const seqs = new Set([...out.matchAll(/seq=(\d+)/g)].map((m) => Number(m[1])));
+    let longestRun = 0;
+    let run = 0;
+    for (let i = 0; i < sent; i++) {
+      run = seqs.has(i) ? 0 : run + 1;
+      longestRun = Math.max(longestRun, run);
+    }
+    expect(sent, out.slice(-500)).toBeGreaterThan(0);
+    return { sent, lost: sent - seqs.size, longestRun };
+  };
+}
+
 /** Retry until `check` passes or `s` seconds ran out; returns the seconds it took. */
 async function eventually<T>(s: number, check: () => Promise<T> | T): Promise<{ s: number; value: T }> {
   const t0 = Date.now();
@@ -102,19 +176,21 @@ async function eventually<T>(s: number, check: () => Promise<T> | T): Promise<{ 
   }
 }
 
-/** What cmp-0's Nova, libvirt and OVS say, on stderr (after a failure). */
+/** What each compute's Nova, libvirt and OVS say, on stderr (after a failure). */
 async function diagnose(): Promise<void> {
   const script = [
     'docker ps -a --format "{{.Names}} {{.Status}}"',
     'docker exec openvswitch_vswitchd ovs-vsctl show 2>&1 | head -40',
     'docker exec nova_libvirt virsh -c qemu:///system list --all 2>&1',
-    'for c in nova_compute nova_libvirt ovn_controller; do echo "--- $c"; docker logs --tail 40 $c 2>&1; done',
+    'for c in nova_compute nova_libvirt ovn_controller; do echo "--- $c"; docker logs --tail 60 $c 2>&1; done',
   ].join('\n');
-  const r = await lab
-    .remote('cmp-0')
-    .exec(['sh', '-c', script], { timeoutMs: 60_000 })
-    .catch((e: unknown) => ({ stdout: String(e), stderr: '' }));
-  process.stderr.write(`===== cmp-0\n${r.stdout}${r.stderr}\n`);
+  for (const node of ['cmp-0', 'cmp-1']) {
+    const r = await lab
+      .remote(node)
+      .exec(['sh', '-c', script], { timeoutMs: 60_000 })
+      .catch((e: unknown) => ({ stdout: String(e), stderr: '' }));
+    process.stderr.write(`===== ${node}\n${r.stdout}${r.stderr}\n`);
+  }
 }
 
 /** Create a server and wait for ACTIVE; then wait for the guest's ready line in its console log. */
@@ -141,7 +217,7 @@ async function bootServer(
   return { id: server.id, activeS, readyS, guestS, log };
 }
 
-describe('real guests: libvirt with QEMU TCG on a 1ctl-1comp lab', () => {
+describe('real guests: libvirt with QEMU TCG on a 1ctl-2comp lab', () => {
   beforeAll(async () => {
     mkdirSync(GUEST_DIR, { recursive: true });
     const t0 = Date.now();
@@ -159,6 +235,7 @@ describe('real guests: libvirt with QEMU TCG on a 1ctl-1comp lab', () => {
     // STACKCTL_KEEP_LAB=1 keeps a failed run's lab for a look, =all any run's (remove it with
     // `stackctl lab down --purge`)
     const failed = suite.tasks.some((t) => t.result?.state === 'fail') || suite.result?.state === 'fail';
+    execFileSync('docker', ['rm', '-f', PINGER], { stdio: 'ignore' });
     if (failed) await diagnose().catch((e: unknown) => process.stderr.write(`diagnostics failed: ${String(e)}\n`));
     const keep = process.env['STACKCTL_KEEP_LAB'];
     if ((keep === '1' && failed) || keep === 'all') {
@@ -184,7 +261,7 @@ describe('real guests: libvirt with QEMU TCG on a 1ctl-1comp lab', () => {
     openrc = join(lab.inventory, '..', 'guest.openrc');
     expect((await runCli('openrc', '-i', lab.inventory, '-o', openrc)).code).toBe(0);
     const hv = osJson<{ 'Hypervisor Type': string }[]>('hypervisor list --long');
-    expect(hv.map((h) => h['Hypervisor Type'])).toEqual(['QEMU']);
+    expect(hv.map((h) => h['Hypervisor Type'])).toEqual(['QEMU', 'QEMU']);
     // status: ctl-0 the gateway chassis, cmp-0 a chassis with its metadata agent, all alive in Neutron
     const network = await eventually(120, async () => {
       const st = await runCli('status', '-i', lab.inventory, '--json');
@@ -196,11 +273,13 @@ describe('real guests: libvirt with QEMU TCG on a 1ctl-1comp lab', () => {
     expect(network.value.agents!.map((a) => `${a.host} ${a.type}`).sort()).toEqual([
       'cmp-0 OVN Controller agent',
       'cmp-0 OVN Metadata agent',
+      'cmp-1 OVN Controller agent',
+      'cmp-1 OVN Metadata agent',
       'ctl-0 OVN Controller Gateway agent',
     ]);
   }, 1_800_000);
 
-  let server = { id: '', bootedAt: 0 };
+  let server = { id: '', bootedAt: 0, fip: '', boot: '', host: '' };
   it('openstack server create on the tenant network: ACTIVE, a real QEMU on cmp-0 with tb-size, plugged into br-int, the ready line in its console log', async () => {
     // the key pair's private key, as `openstack keypair create` prints it
     keyFile = join(tempDir('stackctl-guest-key-'), 'guest-key');
@@ -210,8 +289,12 @@ describe('real guests: libvirt with QEMU TCG on a 1ctl-1comp lab', () => {
     os('security group rule create --ingress --protocol icmp guest-sg');
     for (const p of [22, 80]) os(`security group rule create --ingress --protocol tcp --dst-port ${p} guest-sg`);
     const bootedAt = Date.now();
-    const s = await bootServer('guest-1', '--network demo-net --security-group guest-sg --key-name guest-key');
-    server = { id: s.id, bootedAt };
+    // on cmp-0 (the admin's availability zone:host form), so that the migration below has a known source
+    const s = await bootServer(
+      'guest-1',
+      '--network demo-net --security-group guest-sg --key-name guest-key --availability-zone nova:cmp-0',
+    );
+    server = { id: s.id, bootedAt, fip: '', boot: '', host: 'cmp-0' };
     figure('server create --wait -> ACTIVE', `${s.activeS} s`);
     figure('server create -> ready line in console log', `${s.readyS} s (guest: kernel start -> ready ${s.guestS} s)`);
     // the DHCP lease from OVN: the server's fixed address
@@ -256,12 +339,7 @@ describe('real guests: libvirt with QEMU TCG on a 1ctl-1comp lab', () => {
       expect(onHost(NODE_IMAGE, ['busybox', 'ping', '-c', '1', '-W', '1', ip], 10_000)).toMatch(/1 packets received/),
     );
     figure('floating IP added -> first ping answered', `${ping.s} s`);
-    const state = async (): Promise<{ boot: string; counter: number }> => {
-      const text = await (await fetch(`http://${ip}/cgi-bin/state`, { signal: AbortSignal.timeout(10_000) })).text();
-      const m = /^boot_id=([0-9a-f-]{36}) counter=(\d+) uptime=[\d.]+$/m.exec(text);
-      expect(m, text).not.toBeNull();
-      return { boot: m![1]!, counter: Number(m![2]) };
-    };
+    const state = () => guestState(ip);
     const a = (await eventually(60, state)).value;
     await sleep(2000);
     const b = await state();
@@ -276,39 +354,159 @@ describe('real guests: libvirt with QEMU TCG on a 1ctl-1comp lab', () => {
       keyed,
       "the guest got no SSH key from http://169.254.169.254 within 5 min: is neutron-ovn-metadata-agent running on cmp-0, and Nova's metadata API (nova_metadata) on ctl-0?",
     ).toBeDefined();
-    const ssh = (command: string): string =>
-      execFileSync(
-        SSH,
-        [
-          ...['-i', keyFile, '-o', 'BatchMode=yes', '-o', 'IdentitiesOnly=yes', '-o', 'ConnectTimeout=10'],
-          ...['-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null', '-o', 'LogLevel=ERROR'],
-          `root@${ip}`,
-          command,
-        ],
-        { encoding: 'utf8', timeout: 60_000, stdio: ['ignore', 'pipe', 'pipe'] },
-      ).trim();
-    const first = await eventually(180, () => ssh('cat /proc/sys/kernel/random/boot_id'));
+    const first = await eventually(180, () => ssh(ip, 'cat /proc/sys/kernel/random/boot_id'));
     figure('floating IP added -> first SSH command', `${seconds(t0)} s`);
     figure('server create -> first SSH command', `${seconds(server.bootedAt)} s`);
     expect(first.value).toBe(a.boot);
-    expect(ssh('hostname')).toBe('guest-1');
-    os(`server delete --wait ${server.id}`);
-    expect((await qemuProcesses()).find((p) => p.uuid === server.id)).toBeUndefined();
+    expect(ssh(ip, 'hostname')).toBe('guest-1');
+    server.fip = ip;
+    server.boot = a.boot;
   }, 900_000);
 
-  it('nova_virt_type kvm on a compute without KVM: refused in host preparation, before step 1, naming cmp-0', async () => {
+  it('openstack server migrate --live-migration: the guest moves to cmp-1 with its disk, same boot, counter continuous, reachable throughout but for a short gap', async () => {
+    expect(server.fip, 'the floating IP of the previous test').not.toBe('');
+    const { id, fip } = server;
+    // outside watchers for the whole migration: the state page every 100 ms, and ping every 100 ms
+    const watch = watchGuest(`http://${fip}/cgi-bin/state`, { intervalMs: 100, timeoutMs: 1000 });
+    const stopPinger = startPinger(fip);
+    await sleep(3000);
+    const t0 = Date.now();
+    // 2.30: Nova chooses block migration (the instance's disk is local to cmp-0) or shared storage
+    // (asynchronously: the watcher's polls run meanwhile)
+    await openstackAsync(openrc, `--os-compute-api-version 2.30 server migrate --live-migration --wait ${id}`, 600_000);
+    const migrateS = Number(seconds(t0));
+    await sleep(3000);
+    const seen = await watch.stop();
+    const pings = await stopPinger();
+    const shown = osJson<Record<string, string>>(`server show ${id}`);
+    expect(shown['OS-EXT-SRV-ATTR:host']).toBe('cmp-1');
+    expect(shown['status']).toBe('ACTIVE');
+    const migrations = osJson<{ Status: string; 'Source Node': string; 'Dest Node': string; Type?: string }[]>(
+      `--os-compute-api-version 2.30 server migration list --server ${id}`,
+    );
+    expect(migrations[0], JSON.stringify(migrations)).toMatchObject({
+      Status: 'completed',
+      'Source Node': 'cmp-0',
+      'Dest Node': 'cmp-1',
+    });
+    // the guest's QEMU runs on cmp-1 now (tb-size kept), none on cmp-0
+    const moved = (await qemuProcesses('cmp-1')).find((p) => p.uuid === id);
+    expect(moved, 'a qemu-system-x86_64 process with the server uuid on cmp-1').toBeDefined();
+    expect(moved!.args).toMatch(/-accel tcg,tb-size=64/);
+    expect((await qemuProcesses('cmp-0')).find((p) => p.uuid === id)).toBeUndefined();
+    // the same machine: one boot id throughout, its counter never went back
+    expect(seen.bootIds).toEqual([server.boot]);
+    expect(seen.bootIdChanges).toBe(0);
+    expect(seen.counterRegressions).toBe(0);
+    expect(seen.answered).toBeGreaterThan(20);
+    figure('live migration cmp-0 -> cmp-1 (block, TCG, m1.tiny): migrate --wait', `${migrateS} s`);
+    figure(
+      'live migration: longest HTTP gap (state page every 100 ms)',
+      `${(seen.longestGapMs / 1000).toFixed(2)} s, ${seen.lost} of ${seen.samples} polls lost`,
+    );
+    figure(
+      'live migration: ping every 100 ms',
+      `${pings.lost} of ${pings.sent} lost, longest run lost ${pings.longestRun}`,
+    );
+    // the budget here is generous (TCG, a loaded 2-core machine); the figure above is the result
+    expect(seen.longestGapMs).toBeLessThan(30_000);
+    // still reachable over SSH, the same boot
+    expect(ssh(fip, 'cat /proc/sys/kernel/random/boot_id')).toBe(server.boot);
+    const after = await guestState(fip);
+    expect(after.boot).toBe(server.boot);
+    expect(after.counter).toBeGreaterThanOrEqual(seen.lastCounter ?? 0);
+    server.host = 'cmp-1';
+  }, 900_000);
+
+  it('nodes maintenance: on drains cmp-1 back to cmp-0 (same boot); on cmp-0 with nowhere to go it is refused, nothing disabled; off brings cmp-1 back', async () => {
+    expect(server.host, 'the migrated server of the previous test').toBe('cmp-1');
+    const { id, fip } = server;
+    const services = (): Record<string, string> =>
+      Object.fromEntries(
+        osJson<{ Host: string; Status: string }[]>('compute service list --service nova-compute').map((r) => [
+          r.Host,
+          r.Status,
+        ]),
+      );
+    const watch = watchGuest(`http://${fip}/cgi-bin/state`, { intervalMs: 100, timeoutMs: 1000 });
+    const t0 = Date.now();
+    const on = await runCli('nodes', 'maintenance', 'on', '--node', 'cmp-1', '-i', lab.inventory, '--json');
+    const onS = seconds(t0);
+    const seen = await watch.stop();
+    expect(on.code, on.stderr).toBe(0);
+    const result = JSON.parse(on.stdout.trim().split('\n').at(-1)!) as { detail: string };
+    expect(result.detail).toMatch(
+      /^cmp-1: nova-compute disabled, 1 instance\(s\) live-migrated in \d+ s; 1 watched, longest gap [\d.]+ s, 0 boot-id changes$/,
+    );
+    expect(services()).toEqual({ 'cmp-0': 'enabled', 'cmp-1': 'disabled' });
+    expect(osJson<Record<string, string>>(`server show ${id}`)['OS-EXT-SRV-ATTR:host']).toBe('cmp-0');
+    expect(seen.bootIds).toEqual([server.boot]);
+    expect(seen.counterRegressions).toBe(0);
+    figure(
+      'nodes maintenance on cmp-1 (1 guest)',
+      `${onS} s; longest HTTP gap ${(seen.longestGapMs / 1000).toFixed(2)} s, ${seen.lost} of ${seen.samples} polls lost`,
+    );
+    // the event log has the migration and the command
+    const events = readFileSync(lab.inventory.replace(/\.yaml$/, '.events.jsonl'), 'utf8');
+    expect(events).toMatch(/"kind":"upgrade.migration"[^\n]*"from":"cmp-1"[^\n]*"to":"cmp-0"[^\n]*"state":"completed"/);
+    expect(events).toMatch(/"kind":"command.end","command":"nodes maintenance on","ok":1/);
+    // the workload ledger: stackctl watched the guest at its floating IP throughout
+    const ledger = events
+      .split('\n')
+      .filter((l) => l.includes('"kind":"workload.ledger"'))
+      .map(
+        (l) =>
+          JSON.parse(l) as {
+            server: string;
+            address: string;
+            watched: boolean;
+            bootIdChanges: number;
+            longestGapMs: number;
+          },
+      )
+      .at(-1);
+    expect(ledger).toMatchObject({ server: 'guest-1', address: fip, watched: true, bootIdChanges: 0 });
+    figure(
+      'workload ledger (stackctl itself, maintenance on cmp-1)',
+      `longest gap ${(ledger!.longestGapMs / 1000).toFixed(2)} s`,
+    );
+
+    // cmp-0 holds the guest and cmp-1 is disabled: no room, refused with the shortfall, nothing changed
+    const refused = await runCli('nodes', 'maintenance', 'on', '--node', 'cmp-0', '-i', lab.inventory);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain('E_EVACUATION_CAPACITY');
+    expect(refused.stderr).toMatch(/the instances of cmp-0 \(1 vCPUs, 256 MiB memory.*none enabled and up/);
+    expect(refused.stderr).toContain('nodes maintenance off --node N');
+    expect(services()).toEqual({ 'cmp-0': 'enabled', 'cmp-1': 'disabled' });
+    expect(osJson<Record<string, string>>(`server show ${id}`)['OS-EXT-SRV-ATTR:host']).toBe('cmp-0');
+
+    const off = await runCli('nodes', 'maintenance', 'off', '--node', 'cmp-1', '-i', lab.inventory);
+    expect(off.code, off.stderr).toBe(0);
+    expect(off.stdout).toMatch(
+      /cmp-1: maintenance off: nova-compute enabled on cmp-1; nova-compute reports and is up on cmp-1/,
+    );
+    expect(services()).toEqual({ 'cmp-0': 'enabled', 'cmp-1': 'enabled' });
+    expect((await guestState(fip)).boot).toBe(server.boot);
+    os(`server delete --wait ${id}`);
+    expect((await qemuProcesses('cmp-0')).find((p) => p.uuid === id)).toBeUndefined();
+  }, 900_000);
+
+  it('nova_virt_type kvm on computes without KVM: refused in host preparation, before step 1, naming cmp-0 and cmp-1', async () => {
     const text = readFileSync(lab.inventory, 'utf8');
     writeFileSync(lab.inventory, text.replace('nova_virt_type: qemu', 'nova_virt_type: kvm'));
     try {
       const { report, text: out } = await lab.deploy({ guestImage: GUEST_DIR });
       expect(report?.ok, out).toBe(false);
-      expect(report?.failures).toEqual([
-        expect.objectContaining({
-          node: 'cmp-0',
-          path: 'step 4/cmp-0/host nova-compute',
-          code: expect.stringMatching(/^E_HOST_(MODULE|DEVICE)$/),
-        }),
-      ]);
+      const failures = [...(report?.failures ?? [])].sort((a, b) => String(a.node).localeCompare(String(b.node)));
+      expect(failures).toEqual(
+        ['cmp-0', 'cmp-1'].map((node) =>
+          expect.objectContaining({
+            node,
+            path: `step 4/${node}/host nova-compute`,
+            code: expect.stringMatching(/^E_HOST_(MODULE|DEVICE)$/),
+          }),
+        ),
+      );
       expect(report?.steps).toEqual([]);
       expect(report?.changes).toBe(0);
     } finally {

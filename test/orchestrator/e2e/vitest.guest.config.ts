@@ -1,6 +1,6 @@
 import { defineConfig } from 'vitest/config';
 
-/** Real guests under libvirt/QEMU TCG on a 1ctl-1comp lab: `npm run test:e2e:guest`, on demand only. */
+/** Real guests under libvirt/QEMU TCG on a 1ctl-2comp lab (boot, reach, live migration): `npm run test:e2e:guest`, on demand only. */
 export default defineConfig({
   test: {
     root: new URL('../../..', import.meta.url).pathname,
