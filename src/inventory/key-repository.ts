@@ -101,3 +101,71 @@ export function rotateKeys(
   const after = [...next.keys()].sort((a, b) => a - b);
   return { keys: next, report: { repository, before, after, primary, removed } };
 }
+
+/**
+ * The indices the next rotation of `keys` would drop (rotateKeys without writing anything): the
+ * keys whose holders must be gone before it, e.g. no credential still encrypted with one.
+ */
+export function retiredByNextRotation(
+  repository: string,
+  keys: ReadonlyMap<number, string>,
+  maxActive: number,
+): number[] {
+  return [...rotateKeys(repository, keys, maxActive, () => '').report.removed];
+}
+
+/**
+ * What a store encrypted with a repository's keys holds, by key index, from its own count of rows
+ * by a digest of the key that encrypted each (Keystone's credential table: the SHA-1 of the key).
+ * Rows whose digest is no key of the repository are counted apart: nothing here can decrypt them.
+ */
+export interface KeyUsage {
+  /** Rows per key index (only indices that have rows). */
+  readonly byIndex: ReadonlyMap<number, number>;
+  /** Rows encrypted with a key the repository does not hold. */
+  readonly unknown: number;
+}
+
+/** Map rows counted by key digest to key indices; `digest` is the store's digest of a key. */
+export function keyUsage(
+  keys: ReadonlyMap<number, string>,
+  rowsByDigest: ReadonlyMap<string, number>,
+  digest: (key: string) => string,
+): KeyUsage {
+  const indexOfDigest = new Map([...keys].map(([i, k]) => [digest(k), i]));
+  const byIndex = new Map<number, number>();
+  let unknown = 0;
+  for (const [d, n] of rowsByDigest) {
+    const i = indexOfDigest.get(d);
+    if (i === undefined) unknown += n;
+    else byIndex.set(i, (byIndex.get(i) ?? 0) + n);
+  }
+  return { byIndex: new Map([...byIndex].sort(([a], [b]) => a - b)), unknown };
+}
+
+/** `2 on key 1, 3 on key 2` (or `none`), for messages. */
+export function formatUsage(u: KeyUsage, noun: string): string {
+  const parts = [...u.byIndex].map(([i, n]) => `${n} on key ${i}`);
+  if (u.unknown) parts.push(`${u.unknown} on a key the secrets file does not hold`);
+  return parts.length ? `${noun} ${parts.join(', ')}` : `no ${noun}`;
+}
+
+/**
+ * Refuse a rotation that would drop a key rows are still encrypted with (they could never be
+ * decrypted again): E_ROTATE_KEY_IN_USE, naming indices and counts of `noun` (plural), with `hint`.
+ */
+export function refuseRetiringUsed(
+  repository: string,
+  retired: readonly number[],
+  usage: KeyUsage,
+  noun: string,
+  hint: string,
+): void {
+  const used = retired.filter((i) => (usage.byIndex.get(i) ?? 0) > 0);
+  if (!used.length) return;
+  throw new InputError(
+    'E_ROTATE_KEY_IN_USE',
+    `rotating ${repository} now would drop ${used.map((i) => `key ${i}, which ${usage.byIndex.get(i)} ${noun} are still encrypted with`).join('; ')}`,
+    { hint },
+  );
+}

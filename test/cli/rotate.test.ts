@@ -22,12 +22,12 @@ function changed(a: Map<string, string>, b: Map<string, string>): string[] {
   return [...new Set([...a.keys(), ...b.keys()])].filter((k) => a.get(k) !== b.get(k)).sort();
 }
 
-/** The key values of the secrets file, by index. */
-function keys(inv: string): Map<number, string> {
+/** The key values of a repository of the secrets file (the token keys unless named), by index. */
+function keys(inv: string, repository = 'keystone_fernet_key'): Map<number, string> {
   const s = loadSecrets(secretsOf(inv))!;
   const out = new Map<number, string>();
   for (const [name, v] of s.services) {
-    const m = /^keystone_fernet_key_(\d+)$/.exec(name);
+    const m = new RegExp(`^${repository}_(\\d+)$`).exec(name);
     if (m) out.set(Number(m[1]), v.reveal());
   }
   return new Map([...out].sort(([a], [b]) => a - b));
@@ -154,5 +154,41 @@ describe('stackctl rotate keystone-keys', () => {
     expect(open.code).toBe(4);
     expect(open.stderr).toContain('E_SECRETS_PERMISSIONS');
     expect(readFileSync(secretsOf(inv), 'utf8')).toBe(before);
+  });
+
+  it('rotate keystone-credential-keys: the same rotation of the credential keys, 3 kept, only Keystone and its credential-keys.list change', async () => {
+    const inv = copyInventory('lab.yaml');
+    await runCli('secrets', 'generate', '-i', inv);
+    const k0 = keys(inv, 'keystone_credential_key');
+    expect([...k0.keys()]).toEqual([0, 1]);
+    const tokenKeys = keys(inv);
+    const before = planOf(loadAll({ inventory: inv }));
+    const r = await runCli('rotate', 'keystone-credential-keys', '-i', inv);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain('keystone_credential_key rotated: staged key 0 promoted to 2 (the primary)');
+    expect(r.stdout).toContain('keys now 0 1 2');
+    expect(r.stdout).toContain(`'stackctl rotate keystone-credential-keys --migrate -i ${inv}'`);
+    const k1 = keys(inv, 'keystone_credential_key');
+    expect(k1.get(2)).toBe(k0.get(0));
+    expect(k1.get(1)).toBe(k0.get(1));
+    expect(keys(inv)).toEqual(tokenKeys);
+    for (const v of [...k0.values(), ...k1.values()]) expect(r.stdout + r.stderr).not.toContain(v);
+
+    const after = planOf(loadAll({ inventory: inv }));
+    const diff = changed(hashes(before.effective), hashes(after.effective));
+    for (const d of diff)
+      expect(d).toMatch(/^[^/]+\/keystone(\/keystone|:\/etc\/stackctl\/keystone\/credential-keys\.list)$/);
+    expect(diff).toContain('ctl-0/keystone:/etc/stackctl/keystone/credential-keys.list');
+    expect(after.rendered.get('ctl-0')!.get('/etc/stackctl/keystone/credential-keys.list')).toBe(
+      [...k1].map(([i, v]) => `${i} ${v}\n`).join(''),
+    );
+  });
+
+  it('only the credential keys take --migrate', async () => {
+    const inv = copyInventory('lab.yaml');
+    await runCli('secrets', 'generate', '-i', inv);
+    const r = await runCli('rotate', 'keystone-keys', '--migrate', '-i', inv);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(/unknown option '--migrate'/);
   });
 });

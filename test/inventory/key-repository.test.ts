@@ -1,5 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { keyIndices, rotateKeys } from '../../src/inventory/key-repository.js';
+import { createHash } from 'node:crypto';
+import {
+  formatUsage,
+  keyIndices,
+  keyUsage,
+  refuseRetiringUsed,
+  retiredByNextRotation,
+  rotateKeys,
+} from '../../src/inventory/key-repository.js';
+import { credentialKeyDigest } from '../../src/cli/rotate-credentials.js';
 import { StackctlError } from '../../src/core/errors.js';
 
 /** A key source that names its keys in order: new-1, new-2, ... */
@@ -166,5 +175,71 @@ describe('rotateKeys (Keystone fernet rotation)', () => {
     expect(
       keyIndices('k_key', ['k_key_10', 'k_key_0', 'k_key_2', 'k_key_x', 'k_key_01', 'k_keys_1', 'other_1']),
     ).toEqual([0, 2, 10]);
+  });
+});
+
+describe('what a rotation retires, and what still needs it (Keystone credential keys)', () => {
+  const keys = new Map([
+    [0, 'staged'],
+    [1, 'old-primary'],
+    [2, 'primary'],
+  ]);
+
+  it('retiredByNextRotation names the keys the next rotation drops, without changing the repository', () => {
+    expect(retiredByNextRotation('k', keys, 3)).toEqual([1]);
+    expect(retiredByNextRotation('k', keys, 4)).toEqual([]);
+    expect(
+      retiredByNextRotation(
+        'k',
+        new Map([
+          [0, 'a'],
+          [1, 'b'],
+        ]),
+        3,
+      ),
+    ).toEqual([]);
+    expect([...keys.keys()]).toEqual([0, 1, 2]);
+  });
+
+  it("credentialKeyDigest is Keystone's key_hash: the SHA-1 hex of the key's text", () => {
+    const key = 'Ab3_-Zx0Ab3_-Zx0Ab3_-Zx0Ab3_-Zx0Ab3_-Zx0Ab3=';
+    expect(credentialKeyDigest(key)).toBe(createHash('sha1').update(key).digest('hex'));
+    expect(credentialKeyDigest(key)).toMatch(/^[0-9a-f]{40}$/);
+  });
+
+  it('keyUsage maps rows counted by digest to key indices; digests of no key are counted apart', () => {
+    const rows = new Map([
+      [credentialKeyDigest('old-primary'), 2],
+      [credentialKeyDigest('primary'), 5],
+      ['f'.repeat(40), 1],
+    ]);
+    const u = keyUsage(keys, rows, credentialKeyDigest);
+    expect([...u.byIndex]).toEqual([
+      [1, 2],
+      [2, 5],
+    ]);
+    expect(u.unknown).toBe(1);
+    expect(formatUsage(u, 'credentials')).toBe(
+      'credentials 2 on key 1, 5 on key 2, 1 on a key the secrets file does not hold',
+    );
+    expect(formatUsage(keyUsage(keys, new Map(), credentialKeyDigest), 'credentials')).toBe('no credentials');
+  });
+
+  it('refuseRetiringUsed refuses to drop a key rows are still encrypted with, and only then', () => {
+    const migrated = keyUsage(keys, new Map([[credentialKeyDigest('primary'), 3]]), credentialKeyDigest);
+    expect(() => refuseRetiringUsed('k', [1], migrated, 'credential(s)', 'migrate first')).not.toThrow();
+    const pending = keyUsage(keys, new Map([[credentialKeyDigest('old-primary'), 2]]), credentialKeyDigest);
+    let err: unknown;
+    try {
+      refuseRetiringUsed('k', [1], pending, 'credential(s)', 'migrate first');
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(StackctlError);
+    expect((err as StackctlError).code).toBe('E_ROTATE_KEY_IN_USE');
+    expect((err as StackctlError).message).toContain('key 1, which 2 credential(s) are still encrypted with');
+    expect((err as StackctlError).hint).toBe('migrate first');
+    // nothing dropped: nothing to refuse, whatever the rows
+    expect(() => refuseRetiringUsed('k', [], pending, 'credential(s)', 'x')).not.toThrow();
   });
 });

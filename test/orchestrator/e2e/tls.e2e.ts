@@ -6,7 +6,10 @@
  * plain HTTP there is not served; `stackctl status` lists the certificates. A certificate with one day
  * left, deployed, recreates only HAProxy and makes `status` fail naming it. `stackctl rotate
  * keystone-keys` then a deploy recreates only Keystone; a token issued before the rotation still
- * validates, one issued after works, and a second rotation retires the first token's key.
+ * validates, one issued after works, and after a second rotation the first token, whose key is
+ * retired, is refused. `stackctl rotate keystone-credential-keys`: a credential stored before the
+ * rotation still decrypts after it, the next rotation is refused until `--migrate` re-encrypted it
+ * with the new primary (its row's key_hash changes), and after that rotation it still decrypts.
  * `npm run test:e2e:tls`.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -14,6 +17,9 @@ import { appendFileSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKeyPair, issueCertificate } from '../../../src/certs/x509.js';
+import { credentialKeyDigest } from '../../../src/cli/rotate-credentials.js';
+import { keyEntry, keyIndices } from '../../../src/inventory/key-repository.js';
+import { loadSecrets } from '../../../src/inventory/secrets.js';
 import type { StatusReport } from '../../../src/status/model.js';
 import { runCli } from '../../helpers/cli.js';
 import { CLIENT_IMAGE } from '../../helpers/openstack.js';
@@ -29,8 +35,8 @@ const seconds = (t0: number): number => Math.round((Date.now() - t0) / 100) / 10
 let openrc = '';
 let certs = '';
 
-/** `openstack token issue` on this machine (client image, host network) with the openrc, and the CA unless `withoutCa`. */
-function tokenIssue(withoutCa = false, column = 'expires'): { code: number; out: string } {
+/** `openstack ARGS` on this machine (client image, host network) with the openrc, and the CA unless `withoutCa`. */
+function osc(args: string, withoutCa = false): { code: number; out: string; stdout: string } {
   const r = spawnSync(
     'docker',
     [
@@ -45,11 +51,16 @@ function tokenIssue(withoutCa = false, column = 'expires'): { code: number; out:
       CLIENT_IMAGE,
       'sh',
       '-c',
-      `. /root/openrc && ${withoutCa ? 'unset OS_CACERT && ' : ''}openstack token issue -f value -c ${column}`,
+      `. /root/openrc && ${withoutCa ? 'unset OS_CACERT && ' : ''}openstack ${args}`,
     ],
     { encoding: 'utf8', timeout: 180_000 },
   );
-  return { code: r.status ?? -1, out: `${r.stdout}${r.stderr}` };
+  return { code: r.status ?? -1, out: `${r.stdout}${r.stderr}`, stdout: r.stdout };
+}
+
+/** `openstack token issue` over https://, with the CA unless `withoutCa`. */
+function tokenIssue(withoutCa = false, column = 'expires'): { code: number; out: string } {
+  return osc(`token issue -f value -c ${column}`, withoutCa);
 }
 
 /** A new token's id (the admin's, over https:// with the CA). */
@@ -88,15 +99,76 @@ function validate(auth: string, subject: string): number {
   return Number(r.stdout.trim());
 }
 
-/** The file names of the token key repository in ctl-0's keystone container. */
-async function keyFiles(): Promise<string[]> {
-  const r = await lab.remote('ctl-0').exec(['docker', 'exec', 'keystone', 'ls', '/etc/keystone/fernet-keys'], {
+/** The file names of a key repository (the token keys unless named) in ctl-0's keystone container. */
+async function keyFiles(repository = 'fernet-keys'): Promise<string[]> {
+  const r = await lab.remote('ctl-0').exec(['docker', 'exec', 'keystone', 'ls', `/etc/keystone/${repository}`], {
     timeoutMs: 30_000,
   });
   return r.stdout
     .split(/\s+/)
     .filter(Boolean)
     .sort((a, b) => Number(a) - Number(b));
+}
+
+/**
+ * Empty Keystone's cache (`flush_all` to each memcached of its [cache] memcache_servers): tokens it
+ * validated, or issued, and credentials it read are answered from there until the entry expires, so
+ * only an empty cache shows what the keys on disk accept.
+ */
+async function flushKeystoneCache(): Promise<void> {
+  const program = [
+    'import configparser, socket',
+    "c = configparser.ConfigParser(interpolation=None, strict=False); c.read('/etc/keystone/keystone.conf')",
+    "for s in c.get('cache', 'memcache_servers').split(','):",
+    "    h, p = s.strip().rsplit(':', 1)",
+    '    k = socket.create_connection((h, int(p)), 10)',
+    "    k.sendall(b'flush_all\\r\\n'); print(k.recv(64).decode().strip()); k.close()",
+  ].join('\n');
+  const r = await lab.remote('ctl-0').docker.exec('keystone', ['python3', '-c', program], { timeoutMs: 30_000 });
+  expect(r.code, r.stderr).toBe(0);
+  expect(r.stdout.trim().split('\n')).toEqual(expect.arrayContaining(['OK']));
+}
+
+/** The key values of the credential repository in the lab's secrets file, by index. */
+function credentialKeys(): Map<number, string> {
+  const services = loadSecrets(lab.inventory.replace(/\.yaml$/, '.secrets.yaml'))!.services;
+  return new Map(
+    keyIndices('keystone_credential_key', services.keys()).map((i) => [
+      i,
+      services.get(keyEntry('keystone_credential_key', i))!.reveal(),
+    ]),
+  );
+}
+
+/** Keystone's credential rows: id -> the SHA-1 of the key that encrypted it, and the ciphertext. */
+async function credentialRows(): Promise<Map<string, { keyHash: string; encrypted: string }>> {
+  const r = await lab
+    .remote('ctl-0')
+    .docker.exec(
+      'mariadb',
+      [
+        'mariadb',
+        '--defaults-extra-file=/etc/mysql/mariadb.conf.d/stackctl/client.cnf',
+        '-N',
+        '-e',
+        'SELECT id, key_hash, encrypted_blob FROM keystone.credential',
+      ],
+      { timeoutMs: 30_000 },
+    );
+  expect(r.code, r.stderr).toBe(0);
+  const out = new Map<string, { keyHash: string; encrypted: string }>();
+  for (const line of r.stdout.trim().split('\n').filter(Boolean)) {
+    const [id, keyHash, encrypted] = line.split('\t');
+    out.set(id!, { keyHash: keyHash!, encrypted: encrypted! });
+  }
+  return out;
+}
+
+/** `openstack credential show ID`: the blob it decrypts to. */
+function credentialBlob(id: string): string {
+  const r = osc(`credential show ${id} -f value -c blob`);
+  expect(r.code, r.out).toBe(0);
+  return r.stdout.trim();
 }
 
 async function status(...extra: string[]): Promise<{ code: number; report: StatusReport }> {
@@ -167,7 +239,7 @@ describe('HTTPS on the public VIP of a 1ctl-1comp lab', () => {
     expect(code, JSON.stringify(report.findings)).toBe(0);
   });
 
-  it('a token issued before `rotate keystone-keys` validates after the rotation is deployed; one issued after works too', async () => {
+  it('a token issued before `rotate keystone-keys` validates while its key is kept, one issued after works too, and once its key is retired it is refused', async () => {
     expect(await keyFiles()).toEqual(['0', '1']);
     const before = newToken();
     expect(validate(before, before)).toBe(200);
@@ -182,6 +254,9 @@ describe('HTTPS on the public VIP of a 1ctl-1comp lab', () => {
     const after = await lab.startedAt();
     expect([...after].filter(([k, v]) => started.get(k) !== v).map(([k]) => k)).toEqual(['ctl-0/keystone']);
     expect(await keyFiles()).toEqual(['0', '1', '2']);
+    // NOTE: Keystone caches every token it issues or validates (memcached); emptied, the answers
+    // below come from the keys on disk.
+    await flushKeystoneCache();
     const t1 = Date.now();
     const fresh = newToken();
     timings.push(['token after the rotation', seconds(t1)]);
@@ -189,12 +264,72 @@ describe('HTTPS on the public VIP of a 1ctl-1comp lab', () => {
     expect(validate(fresh, before)).toBe(200);
     expect(validate(fresh, fresh)).toBe(200);
     expect(validate(before, fresh)).toBe(200);
-    // a second rotation drops key 1, which signed the first token (Keystone's token cache in
-    // memcached may still answer for that token until it expires, so only the repository is checked)
+    // a second rotation (max_active_keys 3) drops key 1, which signed the first token
     expect((await runCli('rotate', 'keystone-keys', '-i', lab.inventory)).code).toBe(0);
     expect((await lab.deploy({ services: SERVICES })).report?.ok).toBe(true);
     expect(await keyFiles()).toEqual(['0', '2', '3']);
+    await flushKeystoneCache();
     expect(validate(fresh, fresh)).toBe(200);
+    expect([401, 404]).toContain(validate(fresh, before));
+    expect(validate(before, fresh)).toBe(401);
+  });
+
+  it('rotate keystone-credential-keys: a stored credential decrypts after the rotation, the next one waits for --migrate, which moves it to the new primary', async () => {
+    const digest = (i: number): string => credentialKeyDigest(credentialKeys().get(i)!);
+    expect(await keyFiles('credential-keys')).toEqual(['0', '1']);
+    const blob1 = 'stackctl-e2e-stored-before-the-rotation';
+    const c1 = osc(`credential create --type cert -f value -c id admin ${blob1}`);
+    expect(c1.code, c1.out).toBe(0);
+    const id1 = c1.stdout.trim();
+    expect((await credentialRows()).get(id1)?.keyHash).toBe(digest(1));
+
+    const r = await runCli('rotate', 'keystone-credential-keys', '-i', lab.inventory);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain('keys now 0 1 2');
+    const started = await lab.startedAt();
+    const t0 = Date.now();
+    expect((await lab.deploy({ services: SERVICES })).report?.ok).toBe(true);
+    timings.push(['deploy of the rotated credential keys', seconds(t0)]);
+    const after = await lab.startedAt();
+    expect([...after].filter(([k, v]) => started.get(k) !== v).map(([k]) => k)).toEqual(['ctl-0/keystone']);
+    expect(await keyFiles('credential-keys')).toEqual(['0', '1', '2']);
+    await flushKeystoneCache();
+    expect(credentialBlob(id1)).toBe(blob1);
+    const blob2 = 'stackctl-e2e-stored-after-the-rotation';
+    const c2 = osc(`credential create --type cert -f value -c id admin ${blob2}`);
+    expect(c2.code, c2.out).toBe(0);
+    const id2 = c2.stdout.trim();
+    const rows = await credentialRows();
+    expect(rows.get(id1)?.keyHash).toBe(digest(1));
+    expect(rows.get(id2)?.keyHash).toBe(digest(2));
+
+    // the next rotation would drop key 1, which still encrypts the first credential
+    const secrets = lab.inventory.replace(/\.yaml$/, '.secrets.yaml');
+    const unrotated = readFileSync(secrets, 'utf8');
+    const refused = await runCli('rotate', 'keystone-credential-keys', '-i', lab.inventory);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain('E_ROTATE_KEY_IN_USE');
+    expect(refused.stderr).toContain('key 1, which 1 credential(s) are still encrypted with');
+    expect(readFileSync(secrets, 'utf8')).toBe(unrotated);
+
+    const t1 = Date.now();
+    const m = await runCli('rotate', 'keystone-credential-keys', '--migrate', '-i', lab.inventory);
+    timings.push(['credential --migrate', seconds(t1)]);
+    expect(m.code, m.stderr).toBe(0);
+    expect(m.stdout).toContain('credentials 1 on key 1, 1 on key 2 before; credentials 2 on key 2 now');
+    const migrated = await credentialRows();
+    expect(migrated.get(id1)?.keyHash).toBe(digest(2));
+    expect(migrated.get(id1)?.encrypted).not.toBe(rows.get(id1)?.encrypted);
+    expect(migrated.get(id2)).toEqual(rows.get(id2));
+
+    const r2 = await runCli('rotate', 'keystone-credential-keys', '-i', lab.inventory);
+    expect(r2.code, r2.stderr).toBe(0);
+    expect(r2.stdout).toContain('removed 1; keys now 0 2 3; credentials 2 on key 2, none on the key dropped');
+    expect((await lab.deploy({ services: SERVICES })).report?.ok).toBe(true);
+    expect(await keyFiles('credential-keys')).toEqual(['0', '2', '3']);
+    await flushKeystoneCache();
+    expect(credentialBlob(id1)).toBe(blob1);
+    expect(credentialBlob(id2)).toBe(blob2);
   });
 
   it('a certificate with one day left, deployed, recreates HAProxy only and makes status fail naming it', async () => {
