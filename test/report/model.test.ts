@@ -8,7 +8,7 @@ import { StackctlError } from '../../src/core/errors.js';
 import { eventsFileFor } from '../../src/core/events.js';
 import { RunMode, journalFileFor } from '../../src/orchestrator/journal.js';
 import { reportOf } from '../../src/cli/report.js';
-import { tempDir } from '../helpers/cli.js';
+import { runCli, tempDir } from '../helpers/cli.js';
 import { Clock, HOSTILE, deployRun, upgradeRun } from './fixture.js';
 
 const T0 = Date.parse('2026-11-26T10:00:00.000Z');
@@ -163,5 +163,19 @@ describe('the report model of a run', () => {
     lines[2] = '["an array"]';
     writeFileSync(file, lines.join('\n'));
     expect(errorOf(() => reportOf(inventory)).message).toContain(':3:');
+  });
+
+  it('the command prints the error, its hint and exits 2 for an unknown run, 3 for a corrupt line', async () => {
+    const { inventory, run } = await upgradeRun(tempDir(), { clock: new Clock(T0) });
+    const unknown = await runCli('report', '-i', inventory, '--run', 'abc');
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain(`error E_REPORT_UNKNOWN_RUN: ${journalFileFor(inventory)} records no run 'abc'`);
+    expect(unknown.stderr).toContain(`hint: Runs recorded last: ${run} (upgrade zed-update, 2026-11-26T10:00:00.000Z)`);
+    appendFileSync(eventsFileFor(inventory), 'garbage\n');
+    const corrupt = await runCli('report', '-i', inventory);
+    expect(corrupt.code).toBe(3);
+    expect(corrupt.stderr).toMatch(
+      /error E_REPORT_CORRUPT: .*site\.events\.jsonl:\d+: not a record of the events file: "garbage"/,
+    );
   });
 });
