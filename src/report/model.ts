@@ -114,6 +114,13 @@ export interface RunReport {
 
 const at = (iso: string): number => Date.parse(iso);
 
+/** The largest of many values (a spread into Math.max overflows the stack on a long event log). */
+const maxOf = (values: Iterable<number>, floor: number): number => {
+  let m = floor;
+  for (const v of values) if (v > m) m = v;
+  return m;
+};
+
 /** The runs of a journal, oldest first (pure). */
 export function listRuns(records: readonly JournalRecord[]): RunSummary[] {
   const runs = new Map<string, { id: string; command: string; target: string; segments: Span[]; endedOk?: boolean }>();
@@ -169,23 +176,24 @@ export function buildReport(
   const first = mine.find((r) => r.type === 'run.start') as Extract<JournalRecord, { type: 'run.start' }>;
   const inSegment = (t: number): number => summary.segments.findIndex((s) => t >= s.start && t <= s.end);
   const evs = events.filter((e) => inSegment(at(e.time)) >= 0);
-  const last = Math.max(
-    ...mine.map((r) => at(r.time)),
-    ...evs.map((e) => at(e.time)),
-    ...evs.flatMap((e) => (e.kind === 'availability.window' ? [at(e.to)] : [])),
-  );
   const start = summary.segments[0]!.start;
-  const end = Math.max(last, start);
+  const end = maxOf(
+    [
+      ...mine.map((r) => at(r.time)),
+      ...evs.map((e) => at(e.time)),
+      ...evs.flatMap((e) => (e.kind === 'availability.window' ? [at(e.to)] : [])),
+    ],
+    start,
+  );
 
   // Phases: a start opens an attempt, done/failed closes it; a segment's end interrupts it.
   const phases: PhaseSpan[] = [];
   const open = new Map<string, { span: PhaseSpan; seg: number }>();
   // A segment's last record: an attempt its segment left open ends there (a killed run writes no end).
   const segEnd = (seg: number): number =>
-    Math.max(
+    maxOf(
+      [...mine.map((r) => at(r.time)), ...evs.map((e) => at(e.time))].filter((t) => inSegment(t) === seg),
       summary.segments[seg]!.start,
-      ...mine.map((r) => at(r.time)).filter((t) => inSegment(t) === seg),
-      ...evs.map((e) => at(e.time)).filter((t) => inSegment(t) === seg),
     );
   const close = (id: string, endAt: number, state: string): void => {
     const o = open.get(id);

@@ -8,6 +8,8 @@ import { StackctlError } from '../../src/core/errors.js';
 import { eventsFileFor } from '../../src/core/events.js';
 import { RunMode, journalFileFor } from '../../src/orchestrator/journal.js';
 import { reportOf } from '../../src/cli/report.js';
+import { buildReport, type LoggedEvent } from '../../src/report/model.js';
+import { readEvents, readJournal } from '../../src/report/read.js';
 import { runCli, tempDir } from '../helpers/cli.js';
 import { Clock, HOSTILE, deployRun, upgradeRun } from './fixture.js';
 
@@ -119,6 +121,25 @@ describe('the report model of a run', () => {
     expect(d).toMatchObject({ command: 'deploy', target: 'zed', outcome: 'succeeded', failures: [], lanes: [] });
     expect(d.phases.map((p) => p.id)).toEqual(['step:1:apply', 'step:2:apply']);
     expect(d.end - d.start).toBe(12000);
+  });
+
+  it('folds a long event log (200 000 action events) without running out of stack', async () => {
+    const { inventory } = await upgradeRun(tempDir(), { clock: new Clock(T0), fail: false });
+    const events = [...readEvents(eventsFileFor(inventory)).records];
+    const extra: LoggedEvent[] = Array.from({ length: 200_000 }, (_, i) => ({
+      time: new Date(T0 + 2000 + (i % 20000)).toISOString(),
+      kind: 'run.action',
+      phase: 'control:keystone',
+      action: 'ensure',
+      subject: `ctl-${i}`,
+      state: 'done',
+      detail: '',
+      ms: 1,
+    }));
+    const journalFile = journalFileFor(inventory);
+    const r = buildReport(readJournal(journalFile).records, [...events, ...extra], { inventory, journalFile });
+    expect(r.events).toBe(events.length + extra.length);
+    expect(r.outcome).toBe('succeeded');
   });
 
   it('refuses an unknown run, naming the runs it has', async () => {
