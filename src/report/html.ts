@@ -140,7 +140,8 @@ function laneRow(l: AvailabilityLane): Row {
 /** The SVG timeline: phases and batches, migrations, availability lanes, failure marks. */
 export function timelineSvg(r: RunReport): string {
   const rows: Row[] = [
-    ...r.phases.map(phaseRow),
+    // a phase a resumed run skipped took no time: the table lists it, the timeline does not
+    ...r.phases.filter((p) => p.state !== 'skipped').map(phaseRow),
     ...r.migrations.map((m): Row => ({
       cls: 'migration',
       attrs: ` data-server="${esc(m.server)}" data-state="${esc(m.state)}"`,

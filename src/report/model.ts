@@ -181,7 +181,9 @@ export function buildReport(
     [
       ...mine.map((r) => at(r.time)),
       ...evs.map((e) => at(e.time)),
-      ...evs.flatMap((e) => (e.kind === 'availability.window' ? [at(e.to)] : [])),
+      ...evs.flatMap((e) =>
+        e.kind === 'availability.window' ? [at(e.to)] : e.kind === 'availability.gap' ? [at(e.from) + e.ms] : [],
+      ),
     ],
     start,
   );
