@@ -39,6 +39,7 @@ export const COMMANDS: readonly CommandModule[] = [
   { name: 'recover', load: async () => (await import('./recover.js')).registerRecover },
   { name: 'upgrade', load: async () => (await import('./upgrade.js')).registerUpgrade },
   { name: 'openrc', load: async () => (await import('./openrc.js')).registerOpenrc },
+  { name: 'report', load: async () => (await import('./report.js')).registerReport },
   { name: 'status', load: async () => (await import('./status.js')).registerStatus },
   { name: 'tempest', load: async () => (await import('./tempest.js')).registerTempest },
   { name: 'pxe', load: async () => (await import('./pxe.js')).registerPxe },

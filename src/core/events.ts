@@ -49,6 +49,8 @@ export type StackctlEvent =
       readonly message: string;
       /** retryable, rolled-back, rollback-failed or hard (CONVENTIONS.md 11). */
       readonly class: string;
+      /** What to do about it (the error's hint), when it has one. */
+      readonly hint?: string;
     }
   | {
       readonly kind: 'node.state';
@@ -137,6 +139,37 @@ export type StackctlEvent =
       readonly note: string;
     }
   | {
+      /**
+       * What an availability watcher saw over a span of a run: the API probe through the VIP
+       * (source `api`), or one server of the workload ledger (source `workload`).
+       */
+      readonly kind: 'availability.window';
+      readonly source: 'api' | 'workload';
+      /** What was watched: the API (`keystone+nova via VIP`) or the server's name. */
+      readonly subject: string;
+      /** Start and end of the watch (ISO 8601). */
+      readonly from: string;
+      readonly to: string;
+      readonly tries: number;
+      readonly ok: number;
+      readonly longestGapMs: number;
+    }
+  | {
+      /** One outage an availability watcher saw: consecutive failed tries, or a server's lost packets. */
+      readonly kind: 'availability.gap';
+      readonly source: 'api' | 'workload';
+      readonly subject: string;
+      /** When the first failed try started (ISO 8601). */
+      readonly from: string;
+      readonly ms: number;
+      /** Failed tries or lost packets in the gap. */
+      readonly lost: number;
+      /** What failed (HTTP status, timeout, boot id changed); never a secret. */
+      readonly detail: string;
+      /** The migration or phase the gap belongs to, when known (`server from -> to`, a phase id); else empty. */
+      readonly during: string;
+    }
+  | {
       /** The run lock was taken over from a run that had died (src/core/lock.ts). */
       readonly kind: 'lock.taken-over';
       /** The lock file. */
@@ -189,6 +222,11 @@ export const EVENT_FORMAT: { readonly [K in EventKind]: (e: Extract<StackctlEven
     e.watched
       ? `server ${e.server} at ${e.address}: longest gap ${(e.longestGapMs / 1000).toFixed(2)} s, ${e.lost} of ${e.samples} polls lost, ${e.bootIdChanges} boot-id change(s)`
       : `server ${e.server}: not watched (${e.note})`,
+  'availability.window': (e) =>
+    `${e.source} ${e.subject}: ${e.ok}/${e.tries} tries answered, longest gap ${(e.longestGapMs / 1000).toFixed(1)} s`,
+  'availability.gap': (e) =>
+    `${e.source} ${e.subject}: gap of ${(e.ms / 1000).toFixed(1)} s from ${e.from} (${e.lost} lost${e.detail ? `, ${e.detail}` : ''})` +
+    (e.during ? ` during ${e.during}` : ''),
   'upgrade.migration': (e) =>
     `server ${e.server} ${e.from} -> ${e.to || '?'}: ${e.state}` + (e.ms ? ` ${(e.ms / 1000).toFixed(1)} s` : ''),
 };
