@@ -351,6 +351,32 @@ export async function novaEvacuate(
   const entries = ledger ? await ledger.stop() : [];
   for (const e of entries) {
     const s = e.summary;
+    if (s) {
+      // the same watch as availability records, which the run report (stackctl report) draws
+      const subject = e.name || e.server;
+      const moved = outcomes.find((x) => x.server.id === e.server);
+      ctx.emit({
+        kind: 'availability.window',
+        source: 'workload',
+        subject,
+        from: new Date(s.from).toISOString(),
+        to: new Date(s.to).toISOString(),
+        tries: s.samples,
+        ok: s.answered,
+        longestGapMs: s.longestGapMs,
+      });
+      if (s.longestGapFrom !== undefined && s.longestGapMs > 0)
+        ctx.emit({
+          kind: 'availability.gap',
+          source: 'workload',
+          subject,
+          from: new Date(s.longestGapFrom).toISOString(),
+          ms: s.longestGapMs,
+          lost: s.lost,
+          detail: s.bootIdChanges ? `boot id changed ${s.bootIdChanges} time(s)` : 'longest time without an answer',
+          during: moved ? `${subject} ${moved.server.host} -> ${moved.to ?? '?'}` : '',
+        });
+    }
     ctx.emit({
       kind: 'workload.ledger',
       server: e.name || e.server,

@@ -25,6 +25,9 @@ export interface GuestSample {
 
 /** The figures of one watch. */
 export interface GuestWatchSummary {
+  /** When the watch began (the first poll; ms since the epoch) and ended. */
+  readonly from: number;
+  readonly to: number;
   readonly samples: number;
   readonly answered: number;
   readonly lost: number;
@@ -76,6 +79,8 @@ export function summarize(samples: readonly GuestSample[], endedAt: number): Gue
     longestGapFrom = last.at;
   }
   return {
+    from: samples[0]?.at ?? endedAt,
+    to: endedAt,
     samples: samples.length,
     answered: answers.length,
     lost: samples.length - answers.length,

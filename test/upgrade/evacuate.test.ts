@@ -5,6 +5,7 @@
  * another host, and the hosts that could not be emptied named for the
  * runner.
  */
+import { createServer } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import type { StackctlEvent } from '../../src/core/events.js';
 import { EVACUATION_DEFAULTS, EvacuationFailed, novaEnable, novaEvacuate, novaUp } from '../../src/upgrade/evacuate.js';
@@ -227,6 +228,77 @@ describe('novaEvacuate', () => {
     const detail = await novaEvacuate(['cmp-0'], fakeContext({ cloud: nova }));
     expect(detail).toMatch(/0 instance\(s\) live-migrated/);
     expect(nova.calls.some((c) => c[0] === 'flavor' || c[0] === 'hypervisor')).toBe(false);
+  });
+});
+
+describe('novaEvacuate: the workload ledger', () => {
+  /** A guest's state page on a loopback address of its own, port 80 (the suite runs as root); its boot id changes after `rebootAfter` answers. */
+  async function guestPage(address: string, rebootAfter = Infinity): Promise<{ close: () => void }> {
+    let n = 0;
+    const srv = createServer((_q, res) => {
+      const boot = n++ < rebootAfter ? 'b0000000-0000-4000-8000-000000000001' : 'b0000000-0000-4000-8000-000000000002';
+      res.end(`boot_id=${boot} counter=${n} uptime=1.00\n`);
+    });
+    await new Promise<void>((r, j) => srv.once('error', j).listen(80, address, r));
+    return {
+      close: () => {
+        srv.closeAllConnections();
+        srv.close();
+      },
+    };
+  }
+  /** The fake clock's sleeps take real time too, so that the watcher polls while the migration runs. */
+  const slowContext = (nova: FakeNova) => {
+    const ctx = fakeContext({ cloud: nova });
+    return {
+      ...ctx,
+      sleep: async (ms: number) => {
+        ctx.clock.t += ms;
+        await new Promise((r) => setTimeout(r, 150));
+      },
+    };
+  };
+
+  it('watches each migrating instance at its first answering address and records it: events for the log and the run report', async () => {
+    const page = await guestPage('127.0.0.79');
+    try {
+      const nova = new FakeNova([host('cmp-0'), host('cmp-1')], FLAVORS, [
+        server('a', 'cmp-0', { polls: 4, addresses: ['127.0.0.80', '127.0.0.79'] }),
+        server('b', 'cmp-0', { addresses: [] }),
+      ]);
+      const ctx = slowContext(nova);
+      const detail = await novaEvacuate(['cmp-0'], ctx, { workloadMaxGapMs: 5000 });
+      expect(detail).toMatch(
+        /2 instance\(s\) live-migrated in \d+ s; 1 watched, longest gap [\d.]+ s, 0 boot-id changes/,
+      );
+      const ledger = ctx.events.filter((e) => e.kind === 'workload.ledger');
+      expect(ledger).toEqual([
+        expect.objectContaining({ server: 'vm-a', address: '127.0.0.79', watched: true, bootIdChanges: 0 }),
+        expect.objectContaining({ server: 'vm-b', watched: false, note: 'Nova lists no address for it' }),
+      ]);
+      expect(ctx.events).toContainEqual(
+        expect.objectContaining({ kind: 'availability.window', source: 'workload', subject: 'vm-a' }),
+      );
+    } finally {
+      page.close();
+    }
+  });
+
+  it('fails with E_WORKLOAD_INTERRUPTED when a watched instance rebooted during its migration; the emptied host stays disabled', async () => {
+    const page = await guestPage('127.0.0.81', 2);
+    try {
+      const nova = new FakeNova([host('cmp-0'), host('cmp-1')], FLAVORS, [
+        server('a', 'cmp-0', { polls: 6, addresses: ['127.0.0.81'] }),
+      ]);
+      const ctx = slowContext(nova);
+      const err = await rejection(novaEvacuate(['cmp-0'], ctx));
+      expect(err).toMatchObject({ code: 'E_WORKLOAD_INTERRUPTED' });
+      expect(String((err as Error).message)).toMatch(/vm-a: its boot id changed 1 time/);
+      // emptied, and not enabled again
+      expect(nova.calls.some((c) => c.includes('--enable'))).toBe(false);
+    } finally {
+      page.close();
+    }
   });
 });
 

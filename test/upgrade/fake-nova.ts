@@ -53,6 +53,8 @@ export interface FakeServer {
    * until aborted (then rolls back); `hangs-for-good` ignores the abort too.
    */
   migration?: 'moves' | 'rolls-back' | 'hangs' | 'hangs-for-good' | 'refused';
+  /** Its addresses, listed in the Networks column (the workload ledger watches the first that answers). */
+  addresses?: string[];
   /** Polls before the migration ends (default 1). */
   polls?: number;
   /** Looks at its migration record (`server migration list`) before the conductor lets it run: `accepted` until then. */
@@ -172,6 +174,7 @@ export class FakeNova implements CloudClient {
             'Flavor Name': this.flavors.find((f) => f.id === s.flavor)?.name ?? '',
             'Flavor ID': s.flavor,
             Host: s.host,
+            ...(s.addresses ? { Networks: { 'demo-net': s.addresses } } : {}),
           })),
       );
     }

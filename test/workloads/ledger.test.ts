@@ -68,6 +68,8 @@ describe('the workload ledger', () => {
       watched: true,
       address: '10.0.0.1',
       summary: {
+        from: 0,
+        to: 10_000,
         samples: 100,
         answered: 90,
         lost: 10,
