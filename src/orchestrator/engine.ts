@@ -351,7 +351,15 @@ export async function runPhases<A extends AnyAction, C extends EngineBase>(
         detail: `${f.code}: ${f.message}`,
         ms: now() - t,
       });
-      emit({ kind: 'run.failure', phase: phase.id, path: f.path, code: f.code, message: f.message, class: f.class });
+      emit({
+        kind: 'run.failure',
+        phase: phase.id,
+        path: f.path,
+        code: f.code,
+        message: f.message,
+        class: f.class,
+        ...(f.hint ? { hint: f.hint } : {}),
+      });
       throw err;
     }
   };

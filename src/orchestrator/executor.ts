@@ -284,7 +284,15 @@ export async function executeDeploy(
   const observeFailures: Failure[] = [...obs.unreachable].map(([node, err]) => {
     const step = firstStep(node);
     const f = failureOf(err, { step, node, path: `step ${step}/${node}/observe` }, FailureClass.RETRYABLE);
-    emit({ kind: 'run.failure', phase: 'observe', path: f.path, code: f.code, message: f.message, class: f.class });
+    emit({
+      kind: 'run.failure',
+      phase: 'observe',
+      path: f.path,
+      code: f.code,
+      message: f.message,
+      class: f.class,
+      ...(f.hint ? { hint: f.hint } : {}),
+    });
     return f;
   });
   const tallyAll = (failed: ReadonlySet<string>): GroupTally[] => {

@@ -81,12 +81,8 @@ export async function upgradeRun(
   const { clock } = o;
   const log = new JsonLinesLog(eventsFileFor(inventory), clock.date);
   const failNode = o.failNode ?? HOSTILE;
-  const hints = new Map<string, string>();
-  // NOTE: the engine does not put the failure's hint in its run.failure event yet
-  // (src/orchestrator/engine.ts); the fixture adds the hint the thrown error carried, as that
-  // one-line change will.
-  const emit = (e: StackctlEvent): void =>
-    log.emit(e.kind === 'run.failure' && hints.has(e.code) ? { ...e, hint: hints.get(e.code)! } : e);
+  // (the engine's run.failure events carry the thrown error's hint)
+  const emit = (e: StackctlEvent): void => log.emit(e);
   const ctx: EngineBase = { emit, now: clock.now, sleep: clock.sleep };
   const handlers: Handlers<Act, EngineBase> = {
     work: async (a, c) => (await c.sleep(a.ms), `${a.node} ok`),
@@ -101,7 +97,6 @@ export async function upgradeRun(
     },
     fail: async (a, c) => {
       await c.sleep(3000);
-      hints.set(a.code, a.hint);
       throw new StackctlError(a.code, a.message, { hint: a.hint });
     },
     hang: async (_a, c) => {
