@@ -10,7 +10,10 @@ import { ValidationFailed } from '../core/errors.js';
 import { loadCatalog, type Catalog } from '../roles/catalog.js';
 import { loadRelease } from '../roles/release.js';
 import type { Release } from '../roles/schema.js';
-import { buildPlan, type PlanResult } from '../roles/plan.js';
+import { buildPlan, type Plan, type PlanResult } from '../roles/plan.js';
+import { adminCredentials } from '../roles/credentials.js';
+import { IDENTITY_ADMIN_PASSWORD } from '../orchestrator/planner.js';
+import type { Secret } from '../core/secret.js';
 import { certsDirFor } from '../certs/files.js';
 import { loadTlsMaterial } from '../certs/served.js';
 import { resolveDigests, unpinnedImages } from '../images/pin.js';
@@ -194,4 +197,17 @@ export async function planPinned(
   if (!fresh.length) return { all, planned, changes: [] };
   const pinned = await pinImages(all, fresh, opts);
   return { all: pinned.all, planned: planOf(pinned.all), changes: pinned.changes };
+}
+
+/**
+ * The environment of the cloud's admin client on the internal endpoints (status, upgrade,
+ * nodes maintenance), or undefined when the secrets file has no admin password or the plan no
+ * identity service.
+ */
+export function internalAdminEnv(all: Loaded, plan: Plan): Record<string, string | Secret> | undefined {
+  const password = all.secrets?.services.get(IDENTITY_ADMIN_PASSWORD);
+  return password
+    ? adminCredentials(plan, password, { iface: 'internal', region: all.loaded.inventory.cloud.region ?? 'RegionOne' })
+        ?.env
+    : undefined;
 }

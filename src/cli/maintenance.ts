@@ -9,14 +9,13 @@
  */
 import type { Command } from 'commander';
 import { InputError, UsageError } from '../core/errors.js';
-import { IDENTITY_ADMIN_PASSWORD, planDeploy } from '../orchestrator/planner.js';
-import { adminCredentials } from '../roles/credentials.js';
+import { planDeploy } from '../orchestrator/planner.js';
 import { hypervisorBinary } from '../roles/service-roles.js';
 import { clientContainers, cloudClient } from '../status/openstack-client.js';
 import { EvacuationCapacity } from '../upgrade/prechecks.js';
 import { evacuationOptions } from '../upgrade/run-hooks.js';
 import { EVACUATION_DEFAULTS, novaEnable, novaEvacuate, novaUp, type EvacuationContext } from '../upgrade/evacuate.js';
-import { loadAll, planOf } from './context.js';
+import { internalAdminEnv, loadAll, planOf } from './context.js';
 import { eventSink, nodeSessions } from './node-sessions.js';
 import { RANGE, numberOption, secondsOption } from './numbers.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
@@ -108,13 +107,7 @@ export async function runMaintenance(action: MaintenanceAction, o: MaintenanceOp
       hint: "The cloud's admin password is in it: give --secrets FILE.",
     });
   }
-  const password = all.secrets.services.get(IDENTITY_ADMIN_PASSWORD);
-  const credentials = password
-    ? adminCredentials(effective, password, {
-        iface: 'internal',
-        region: all.loaded.inventory.cloud.region ?? 'RegionOne',
-      })?.env
-    : undefined;
+  const credentials = internalAdminEnv(all, effective);
   if (!credentials) {
     throw new InputError('E_SECRETS_REQUIRED', `the secrets file ${all.secretsFile} has no admin password`, {
       hint: `Run 'stackctl secrets generate -i ${o.inventory}' (it completes the file) and deploy.`,

@@ -1,13 +1,12 @@
 import type { Command } from 'commander';
 import { InputError } from '../core/errors.js';
-import { IDENTITY_ADMIN_PASSWORD, planDeploy } from '../orchestrator/planner.js';
+import { planDeploy } from '../orchestrator/planner.js';
 import { openPool, remoteFor, type Remote } from '../remote/index.js';
-import { adminCredentials } from '../roles/credentials.js';
 import { collectStatus, STATUS_DEFAULTS } from '../status/collect.js';
 import { formatStatus } from '../status/format.js';
 import type { StatusReport } from '../status/model.js';
 import { checkTags } from '../images/pin.js';
-import { loadAll, planOf, registryAccess, type Loaded } from './context.js';
+import { internalAdminEnv, loadAll, planOf, registryAccess, type Loaded } from './context.js';
 import { EXPIRY_THRESHOLD_DAYS, type ReadCertificate } from '../certs/expiry.js';
 import { certsDirFor, readPem } from '../certs/files.js';
 import { readServedCertificate } from '../certs/probe.js';
@@ -89,13 +88,7 @@ export async function runStatus(o: StatusOpts, deps: StatusCliDeps = { write: ou
     : plan.services.map((s) => s.name);
   // Throws E_UNKNOWN_SERVICE for a name the plan does not have.
   const deployPlan = planDeploy(plan, all.catalog, { services });
-  const password = all.secrets.services.get(IDENTITY_ADMIN_PASSWORD);
-  const credentials = password
-    ? adminCredentials(plan, password, {
-        iface: 'internal',
-        region: all.loaded.inventory.cloud.region ?? 'RegionOne',
-      })?.env
-    : undefined;
+  const credentials = internalAdminEnv(all, plan);
 
   const readCertificates = certificateReader(all, plan);
   const certThresholdDays = o.certDays ?? all.loaded.inventory.tls?.expiry_days ?? EXPIRY_THRESHOLD_DAYS;

@@ -13,8 +13,7 @@ import {
   legacyUpgradeJournalFileFor,
   type Replay,
 } from '../orchestrator/journal.js';
-import { IDENTITY_ADMIN_PASSWORD, planDeploy, type ContainerWork, type DeployPlan } from '../orchestrator/planner.js';
-import { adminCredentials } from '../roles/credentials.js';
+import { planDeploy, type ContainerWork, type DeployPlan } from '../orchestrator/planner.js';
 import { loadRelease } from '../roles/release.js';
 import { clusterCheck } from '../status/clusters.js';
 import { clientContainers, cloudClient } from '../status/openstack-client.js';
@@ -30,7 +29,7 @@ import { PRECHECK_HANDLERS } from '../upgrade/prechecks.js';
 import { RunOutcome, formatUpgradeReport, type UpgradeReport } from '../upgrade/report.js';
 import { runUpgrade as runSteps } from '../upgrade/run.js';
 import { hookHandler } from '../upgrade/run-hooks.js';
-import { loadAll, pinImages, planOf, type Loaded } from './context.js';
+import { internalAdminEnv, loadAll, pinImages, planOf, type Loaded } from './context.js';
 import { eventSink, nodeSessions } from './node-sessions.js';
 import { RANGE, numberOption, secondsOption } from './numbers.js';
 import { choiceOption, dryRunOption, inventoryOptions, maxFailPercentOption, type CommonOpts } from './options.js';
@@ -219,14 +218,7 @@ export async function runUpgrade(
   const connect = sessions.connect;
   const visible = deps.tty && !o.json;
   const emit = eventSink(all.inventoryFile, { json: o.json, visible, write: deps.write });
-  const password = all.secrets.services.get(IDENTITY_ADMIN_PASSWORD);
-  const credentials =
-    (password &&
-      adminCredentials(current.effective, password, {
-        iface: 'internal',
-        region: all.loaded.inventory.cloud.region ?? 'RegionOne',
-      })?.env) ||
-    {};
+  const credentials = internalAdminEnv(all, current.effective) ?? {};
   const index = (p: DeployPlan): Map<string, ContainerWork> =>
     new Map(p.steps.flatMap((st) => st.nodes.flatMap((n) => n.containers.map((c) => [`${c.node}/${c.name}`, c]))));
   const currentWorks = index(currentDeploy);

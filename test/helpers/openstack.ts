@@ -10,24 +10,21 @@ import { release } from '../images/fixture.js';
 /** The image the client runs from. */
 export const CLIENT_IMAGE = imageRef(release, 'openstack-base')!;
 
+/**
+ * docker's argv for `openstack ARGS` with the openrc (and `mounts`, each `-v` read-only) on this
+ * machine's network.
+ */
+export function clientArgv(openrc: string, args: string, mounts: readonly string[] = []): string[] {
+  return [
+    ...['run', '--rm', '--network', 'host', '-v', `${openrc}:/root/openrc:ro`],
+    ...mounts.flatMap((m) => ['-v', `${m}:${m}:ro`]),
+    ...[CLIENT_IMAGE, 'sh', '-c', `. /root/openrc && openstack ${args}`],
+  ];
+}
+
 /** `openstack ARGS` with the openrc sourced: its standard output. */
 export function openstack(openrc: string, args: string, timeoutMs = 300_000): string {
-  return execFileSync(
-    'docker',
-    [
-      'run',
-      '--rm',
-      '--network',
-      'host',
-      '-v',
-      `${openrc}:/root/openrc:ro`,
-      CLIENT_IMAGE,
-      'sh',
-      '-c',
-      `. /root/openrc && openstack ${args}`,
-    ],
-    { encoding: 'utf8', timeout: timeoutMs },
-  );
+  return execFileSync('docker', clientArgv(openrc, args), { encoding: 'utf8', timeout: timeoutMs });
 }
 
 /**
@@ -35,22 +32,10 @@ export function openstack(openrc: string, args: string, timeoutMs = 300_000): st
  * meanwhile (timers, fetch) keeps running.
  */
 export async function openstackAsync(openrc: string, args: string, timeoutMs = 300_000): Promise<string> {
-  const { stdout } = await promisify(execFile)(
-    'docker',
-    [
-      'run',
-      '--rm',
-      '--network',
-      'host',
-      '-v',
-      `${openrc}:/root/openrc:ro`,
-      CLIENT_IMAGE,
-      'sh',
-      '-c',
-      `. /root/openrc && openstack ${args}`,
-    ],
-    { encoding: 'utf8', timeout: timeoutMs },
-  );
+  const { stdout } = await promisify(execFile)('docker', clientArgv(openrc, args), {
+    encoding: 'utf8',
+    timeout: timeoutMs,
+  });
   return stdout;
 }
 
