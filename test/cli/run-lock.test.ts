@@ -316,6 +316,7 @@ const LOCKING: readonly (readonly string[])[] = [
   ['secrets', 'generate'],
   ['certs', 'generate'],
   ['rotate', 'keystone-keys'],
+  ['rotate', 'keystone-credential-keys'],
   ['plan'], // a fresh inventory: new IPAM allocations to save
   ['ipam', 'release', 'gone-0'],
   ['nodes', 'power', 'on', '--all'],
@@ -325,6 +326,7 @@ const LOCKING: readonly (readonly string[])[] = [
   ['nodes', 'inspect', '--all'],
   ['nodes', 'provision', '--all'],
   ['nodes', 'undeploy', '--all'],
+  ['nodes', 'maintenance', 'on', '--node', 'cmp-0'],
   ['deploy'],
   ['deploy', '--resume'],
   ['images', 'push'], // with -i: pins what it pushed
@@ -352,6 +354,7 @@ const READ_ONLY: readonly (readonly string[])[] = [
   ['recover', 'galera', '--dry-run'], // stops at its own check (one MariaDB node): no node is asked
   ['status'],
   ['openrc'],
+  ['report'], // stops at its own check (no event log yet): nothing is written
   ['tempest', 'config', '--os-interface', 'none'], // stops at its own option check: no cloud is asked
   ['pxe', 'config'],
   ['lab', 'bmc', 'list'],

@@ -5,7 +5,7 @@
  * bad input do to it. Everything is real: lab nodes with their own sshd and
  * dockerd, images pulled from the lab registry, the OpenStack client.
  */
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { cpSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { join } from 'node:path';
@@ -87,6 +87,35 @@ const secret = (name: string): string => loadAll({ inventory: lab.inventory }).s
 
 /** The OpenStack client on this machine: source the openrc file, then run `openstack ...`. */
 const clientWithOpenrc = (openrc: string, args: string): string => openstack(openrc, args, 120_000);
+
+/**
+ * What the public VIP looked like from this machine when a client failed: the neighbour entry and
+ * route, a direct HTTP request to Keystone (5 s), and the containers on ctl-0 with their state. A CI
+ * run once saw the client hang for 2 min here; this tells a network fault from a stuck service.
+ */
+async function vipDiagnosis(): Promise<string> {
+  const run = (cmd: string, args: string[]): string => {
+    const r = spawnSync(cmd, args, { encoding: 'utf8', timeout: 10_000 });
+    return `${cmd} ${args.join(' ')}: ${(r.stdout + r.stderr).trim() || `(exit ${r.status})`}`;
+  };
+  const http = await fetch(`http://${EXTERNAL_VIP}:5000/v3`, { signal: AbortSignal.timeout(5_000) }).then(
+    (r) => `HTTP ${r.status}`,
+    (e: Error) => `no answer: ${String((e.cause as Error | undefined)?.message ?? e.message)}`,
+  );
+  const containers = await lab
+    .ctl()
+    .docker.listContainers()
+    .then(
+      (l) => l.map((c) => `${c.name}=${c.state} (${c.status})`).join(', '),
+      (e: Error) => `not listed: ${e.message}`,
+    );
+  return [
+    run('ip', ['neigh', 'show', EXTERNAL_VIP]),
+    run('ip', ['route', 'get', EXTERNAL_VIP]),
+    `GET http://${EXTERNAL_VIP}:5000/v3: ${http}`,
+    `ctl-0 containers: ${containers}`,
+  ].join('\n');
+}
 
 /** Map entries whose value differs between two StartedAt snapshots. */
 const restarted = (before: Map<string, string>, after: Map<string, string>): string[] =>
@@ -211,7 +240,12 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
     expect(r.stdout).not.toContain(secret('keystone_admin_password'));
     expect(statSync(openrc).mode & 0o777).toBe(0o600);
     expect(readFileSync(openrc, 'utf8')).toContain(`OS_AUTH_URL='http://${EXTERNAL_VIP}:5000/v3'`);
-    const out = clientWithOpenrc(openrc, 'token issue -f value -c expires -c user_id');
+    let out: string;
+    try {
+      out = clientWithOpenrc(openrc, 'token issue -f value -c expires -c user_id');
+    } catch (e) {
+      throw new Error(`${(e as Error).message}\n${await vipDiagnosis()}`, { cause: e });
+    }
     expect(out.trim()).toMatch(/^\d{4}-\d\d-\d\d\S*\n[0-9a-f]{32}$/);
     // The catalog bootstrap wrote: identity endpoints on the VIPs.
     const endpoints = clientWithOpenrc(openrc, 'endpoint list --service identity -f value -c Interface -c URL');
