@@ -8,7 +8,9 @@
  * under the run lock, write their events to the inventory's event log, and change nothing else.
  */
 import type { Command } from 'commander';
-import { InputError, UsageError } from '../core/errors.js';
+import type { StackctlEvent } from '../core/events.js';
+import { InputError, summarizeFailure, UsageError } from '../core/errors.js';
+import { FailureClass } from '../orchestrator/failures.js';
 import { planDeploy } from '../orchestrator/planner.js';
 import { hypervisorBinary } from '../roles/service-roles.js';
 import { clientContainers, cloudClient } from '../status/openstack-client.js';
@@ -28,6 +30,9 @@ export const MAINTENANCE_ACTIONS = {
   off: 'enable nova-compute on the node again and wait until it reports to Nova and is up',
 } as const;
 export type MaintenanceAction = keyof typeof MAINTENANCE_ACTIONS;
+
+/** The code of the refusal before anything moved (the node is enabled again). */
+const CAPACITY_REFUSED: string = EvacuationCapacity.CODE;
 
 /** The reason `openstack compute service list --long` shows on a node in maintenance. */
 export const MAINTENANCE_REASON = 'stackctl maintenance';
@@ -119,8 +124,6 @@ export async function runMaintenance(action: MaintenanceAction, o: MaintenanceOp
   const onSigint = (): void => stop.abort();
   process.once('SIGINT', onSigint);
   const t0 = Date.now();
-  const command = `nodes maintenance ${action}`;
-  emit({ kind: 'command.start', command, nodes: [o.node] });
   try {
     const ctx: EvacuationContext = {
       cloud: cloudClient({
@@ -141,9 +144,9 @@ export async function runMaintenance(action: MaintenanceAction, o: MaintenanceOp
       ...(o.migrationTimeout !== undefined ? { timeoutMs: o.migrationTimeout * 1000 } : {}),
       ...(o.concurrency !== undefined ? { concurrency: o.concurrency } : {}),
     };
-    const detail =
+    const detail = await recordedMaintenance(action, o.node, { emit, now: Date.now }, async () =>
       action === 'on'
-        ? await novaEvacuate([o.node], ctx, knobs).catch((err: unknown) => {
+        ? novaEvacuate([o.node], ctx, knobs).catch((err: unknown) => {
             // the upgrade's hint speaks of batches: say what helps a maintenance
             if (err instanceof EvacuationCapacity)
               throw new InputError(err.code, err.message, {
@@ -154,16 +157,55 @@ export async function runMaintenance(action: MaintenanceAction, o: MaintenanceOp
               });
             throw err;
           })
-        : `${await novaEnable([o.node], ctx, knobs)}; ${await novaUp([o.node], ctx, knobs)}`;
-    emit({ kind: 'command.end', command, ok: 1, failed: 0 });
+        : `${await novaEnable([o.node], ctx, knobs)}; ${await novaUp([o.node], ctx, knobs)}`,
+    );
     const result: MaintenanceResult = { action, node: o.node, ok: true, detail, ms: Date.now() - t0 };
     out(o.json ? JSON.stringify(result) : `${o.node}: maintenance ${action}: ${detail}`);
     return result;
-  } catch (err) {
-    emit({ kind: 'command.end', command, ok: 0, failed: 1 });
-    throw err;
   } finally {
     process.off('SIGINT', onSigint);
     await sessions.close();
+  }
+}
+
+/**
+ * A maintenance's work between the events that make it a run of the event log, which `stackctl
+ * report` draws without a journal (src/report/model.ts REPORTED_COMMANDS): `command.start`, one
+ * `run.phase` for the whole command, a `run.failure` with the error's code and hint when it fails,
+ * `command.end`. What the work emits itself (migrations, the workload ledger) falls between them.
+ */
+export async function recordedMaintenance(
+  action: MaintenanceAction,
+  node: string,
+  at: { readonly emit: (e: StackctlEvent) => void; readonly now: () => number },
+  work: () => Promise<string>,
+): Promise<string> {
+  const { emit, now } = at;
+  const t0 = now();
+  const command = `nodes maintenance ${action}`;
+  const phase = { phase: `maintenance:${node}`, title: `${node}: maintenance ${action}` };
+  emit({ kind: 'command.start', command, nodes: [node] });
+  emit({ kind: 'run.phase', ...phase, state: 'start', ms: 0 });
+  try {
+    const detail = await work();
+    emit({ kind: 'run.phase', ...phase, state: 'done', ms: now() - t0 });
+    emit({ kind: 'command.end', command, ok: 1, failed: 0 });
+    return detail;
+  } catch (err) {
+    const f = summarizeFailure(err);
+    emit({ kind: 'run.phase', ...phase, state: 'failed', ms: now() - t0 });
+    emit({
+      kind: 'run.failure',
+      phase: phase.phase,
+      path: `${phase.phase}/${action}`,
+      code: f.code,
+      message: f.message,
+      // refused for want of room: the node was enabled again before anything moved; otherwise what
+      // migrated stays where it went and the node stays as the error says
+      class: f.code === CAPACITY_REFUSED ? FailureClass.ROLLED_BACK : FailureClass.HARD,
+      ...(f.hint ? { hint: f.hint } : {}),
+    });
+    emit({ kind: 'command.end', command, ok: 0, failed: 1 });
+    throw err;
   }
 }

@@ -255,7 +255,10 @@ export function renderHtml(r: RunReport, generatedAt: Date = new Date()): string
     .join(' ');
   const identity: [string, string][] = [
     ['run', r.run],
-    ['command', `stackctl ${r.command}${r.target ? ` (to ${r.target})` : ''}`],
+    [
+      'command',
+      `stackctl ${r.command}${!r.target ? '' : r.source === 'events' ? ` --node ${r.target}` : ` (to ${r.target})`}`,
+    ],
     ['inventory', r.inventory],
     ['options', options || 'none'],
     ['started', iso(r.start)],

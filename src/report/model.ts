@@ -6,6 +6,9 @@
  * The event log carries no run id: a run's events are those written while one of its journal
  * segments was open (from a `run.start` to its `run.end`, or to the next `run.start` of any run,
  * since a crash leaves no end). The run lock keeps two runs of an inventory from overlapping.
+ *
+ * Commands that keep no journal but change the cloud (REPORTED_COMMANDS: a maintenance) are runs
+ * of the event log alone: from their `command.start` to their `command.end`.
  */
 import { UsageError } from '../core/errors.js';
 import type { StackctlEvent } from '../core/events.js';
@@ -80,11 +83,24 @@ export interface AvailabilityLane {
   readonly gaps: readonly GapSpan[];
 }
 
-/** A run as the journal lists it. */
+/**
+ * Commands reported from the event log alone (they keep no journal), and the word their run ids
+ * start with. A new one needs its `command.start`/`command.end` events, `run.phase` events for
+ * its steps, and a line here.
+ */
+export const REPORTED_COMMANDS: Readonly<Record<string, string>> = {
+  'nodes maintenance on': 'maintenance-on',
+  'nodes maintenance off': 'maintenance-off',
+};
+
+/** A run as the journal (or, for REPORTED_COMMANDS, the event log) lists it. */
 export interface RunSummary {
   readonly id: string;
   readonly command: string;
+  /** The release a deploy or upgrade converges to; the nodes of a command of the event log. */
   readonly target: string;
+  /** Where the run is recorded. */
+  readonly source: 'journal' | 'events';
   /** Its segments: the first start, then each resume/continue. */
   readonly segments: readonly Span[];
   /** The ended flag of its `run.end`, when recorded. */
@@ -95,7 +111,9 @@ export interface RunReport {
   readonly run: string;
   readonly command: string;
   readonly inventory: string;
+  /** The release (journal runs) or the nodes (event-log runs) of RunSummary. */
   readonly target: string;
+  readonly source: RunSummary['source'];
   readonly options: Readonly<Record<string, unknown>>;
   /** How many times it was started (1 + resumptions). */
   readonly starts: number;
@@ -121,17 +139,36 @@ const maxOf = (values: Iterable<number>, floor: number): number => {
   return m;
 };
 
-/** The runs of a journal, oldest first (pure). */
-export function listRuns(records: readonly JournalRecord[]): RunSummary[] {
-  const runs = new Map<string, { id: string; command: string; target: string; segments: Span[]; endedOk?: boolean }>();
-  const starts = records.filter((r) => r.type === 'run.start');
+/**
+ * The runs of a journal and of the event log, oldest first (pure). A segment ends at its run's end,
+ * or else just before the next start of any run (a killed run writes no end).
+ */
+export function listRuns(records: readonly JournalRecord[], events: readonly LoggedEvent[] = []): RunSummary[] {
+  const commandStarts = events.flatMap((e) =>
+    e.kind === 'command.start' && REPORTED_COMMANDS[e.command] !== undefined ? [{ e, t: at(e.time) }] : [],
+  );
+  const starts = [
+    ...records.filter((r) => r.type === 'run.start').map((r) => at(r.time)),
+    ...commandStarts.map((c) => c.t),
+  ];
+  const nextStart = (t: number): number => {
+    const later = starts.filter((s) => s > t);
+    return later.length ? Math.min(...later) - 1 : Number.POSITIVE_INFINITY;
+  };
+  type Mutable = { -readonly [K in keyof RunSummary]: RunSummary[K] } & { segments: Span[] };
+  const runs = new Map<string, Mutable>();
   for (const r of records) {
     if (r.type === 'run.start') {
-      const run = runs.get(r.run) ?? { id: r.run, command: r.command, target: r.target, segments: [] };
+      const run = runs.get(r.run) ?? {
+        id: r.run,
+        command: r.command,
+        target: r.target,
+        source: 'journal',
+        segments: [],
+      };
       runs.set(r.run, run);
       const t = at(r.time);
-      const next = starts.find((s) => at(s.time) > t);
-      run.segments.push({ start: t, end: next ? at(next.time) - 1 : Number.POSITIVE_INFINITY });
+      run.segments.push({ start: t, end: nextStart(t) });
     } else if (r.type === 'run.end') {
       const run = runs.get(r.run);
       const seg = run?.segments.at(-1);
@@ -140,15 +177,35 @@ export function listRuns(records: readonly JournalRecord[]): RunSummary[] {
       run.endedOk = r.ok;
     }
   }
-  return [...runs.values()];
+  for (const { e, t } of commandStarts) {
+    if (e.kind !== 'command.start') continue;
+    const limit = nextStart(t);
+    const end = events.find(
+      (x) => x.kind === 'command.end' && x.command === e.command && at(x.time) >= t && at(x.time) <= limit,
+    );
+    const id = `${REPORTED_COMMANDS[e.command]}@${e.time}`;
+    runs.set(id, {
+      id,
+      command: e.command,
+      target: e.nodes.join(','),
+      source: 'events',
+      segments: [{ start: t, end: end ? at(end.time) : limit }],
+      ...(end?.kind === 'command.end' ? { endedOk: end.failed === 0 && end.ok > 0 } : {}),
+    });
+  }
+  return [...runs.values()].sort((a, b) => a.segments[0]!.start - b.segments[0]!.start);
 }
 
 /** The run `id`, or the one started last; E_REPORT_NO_RUN / E_REPORT_UNKNOWN_RUN otherwise. */
 export function pickRun(runs: readonly RunSummary[], id: string | undefined, journalFile: string): RunSummary {
   if (!runs.length) {
-    throw new UsageError('E_REPORT_NO_RUN', `${journalFile} records no deploy or upgrade run`, {
-      hint: "Run 'stackctl deploy' or 'stackctl upgrade' with this inventory first.",
-    });
+    throw new UsageError(
+      'E_REPORT_NO_RUN',
+      `${journalFile} records no deploy or upgrade run, and the event log no maintenance`,
+      {
+        hint: "Run 'stackctl deploy', 'stackctl upgrade' or 'stackctl nodes maintenance' with this inventory first.",
+      },
+    );
   }
   if (id === undefined) {
     return [...runs].sort((a, b) => a.segments.at(-1)!.start - b.segments.at(-1)!.start).at(-1)!;
@@ -171,9 +228,9 @@ export function buildReport(
   events: readonly LoggedEvent[],
   o: { readonly run?: string; readonly inventory: string; readonly journalFile: string; readonly notes?: string[] },
 ): RunReport {
-  const summary = pickRun(listRuns(records), o.run, o.journalFile);
-  const mine = records.filter((r) => r.run === summary.id);
-  const first = mine.find((r) => r.type === 'run.start') as Extract<JournalRecord, { type: 'run.start' }>;
+  const summary = pickRun(listRuns(records, events), o.run, o.journalFile);
+  const mine = summary.source === 'journal' ? records.filter((r) => r.run === summary.id) : [];
+  const first = mine.find((r) => r.type === 'run.start') as Extract<JournalRecord, { type: 'run.start' }> | undefined;
   const inSegment = (t: number): number => summary.segments.findIndex((s) => t >= s.start && t <= s.end);
   const evs = events.filter((e) => inSegment(at(e.time)) >= 0);
   const start = summary.segments[0]!.start;
@@ -280,7 +337,7 @@ export function buildReport(
     seg === summary.segments.length - 1 && summary.segments[seg]!.end === Number.POSITIVE_INFINITY;
   for (const [id, o] of open) close(id, segEnd(o.seg), lastOpen(o.seg) ? 'running' : 'interrupted');
 
-  const lastStart = at(mine.filter((r) => r.type === 'run.start').at(-1)!.time);
+  const lastStart = summary.segments.at(-1)!.start;
   const pauseRec = mine.filter((r) => r.type === 'pause' && at(r.time) >= lastStart).at(-1) as
     Extract<JournalRecord, { type: 'pause' }> | undefined;
   const lastSegment = summary.segments.at(-1)!;
@@ -302,7 +359,8 @@ export function buildReport(
     command: summary.command,
     inventory: o.inventory,
     target: summary.target,
-    options: first.options ?? {},
+    source: summary.source,
+    options: first?.options ?? {},
     starts: summary.segments.length,
     start,
     end,

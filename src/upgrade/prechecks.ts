@@ -230,6 +230,7 @@ export async function receivingHosts(
 
 /** The instances of `batch` must fit on the others: refused with E_EVACUATION_CAPACITY otherwise. */
 export class EvacuationCapacity extends InputError {
+  static readonly CODE = 'E_EVACUATION_CAPACITY';
   readonly verdict: CapacityVerdict;
   constructor(batch: readonly string[], verdict: CapacityVerdict, receivers: readonly HostCapacity[]) {
     const why = [
@@ -237,7 +238,7 @@ export class EvacuationCapacity extends InputError {
       ...(verdict.unplaceable.length ? [`no single host can take ${verdict.unplaceable.join(', ')}`] : []),
     ].join('; ');
     super(
-      'E_EVACUATION_CAPACITY',
+      EvacuationCapacity.CODE,
       `the instances of ${batch.join(', ')} (${describeResources(verdict.need)}) do not fit on the other compute hosts ` +
         `(${receivers.map((h) => h.host).join(', ') || 'none enabled and up'}: ${describeResources(verdict.free)} free): ${why}`,
       {
