@@ -115,7 +115,11 @@ export const ESCAPERS = {
     place: 'anywhere',
     escape: (v: string): string => `'${v.replace(/\\/g, '\\\\').replace(/'/g, "''")}'`,
   },
-  /** A JSON string literal (RabbitMQ's definitions). */
+  /**
+   * A JSON string literal (RabbitMQ's definitions). Also a Python 3 string literal: JSON's escapes
+   * (\\ \" \b \f \n \r \t \uXXXX) mean the same in Python, and other characters stand as themselves
+   * in a UTF-8 source file.
+   */
   json: {
     place: 'anywhere',
     escape: (v: string): string => JSON.stringify(v),
@@ -214,7 +218,7 @@ export const FORMATS = {
     description: 'a Python program',
     chars: /[A-Za-z0-9._-]/,
     bareText: 'letters, digits and . _ -',
-    escapers: [],
+    escapers: ['json'],
   },
   args: {
     // one command-line option per line: a value starting with - would be another option

@@ -4,6 +4,7 @@ import type { Secret } from '../core/secret.js';
 import type { Inventory } from '../inventory/schema.js';
 import { HAPROXY_CRT_DIR, SERVED_ENDPOINTS, servedEndpoints, type ServedEndpoint } from '../certs/served.js';
 import type { Catalog } from './catalog.js';
+import { networkExpectation } from './network-agents.js';
 import { describeSetting, SECRET_REF, settingProblem, type SettingValue } from '../inventory/settings.js';
 import { keyEntry, keyIndices } from '../inventory/key-repository.js';
 import { PRIVILEGED_OPTIONS } from './privileged.js';
@@ -465,8 +466,16 @@ export function buildPlan(input: PlanInput): PlanResult {
     networks[name] = { cidr: n.cidr, prefix: n.cidr.split('/')[1]!, mtu: n.mtu ?? 1500, gateway: n.gateway ?? '' };
   }
 
+  // The Neutron agents each node must run (the deploy's last step waits until Neutron lists them alive).
+  const networkAgents = networkExpectation(
+    (n) => input.addresses.get(n),
+    serviceNodes,
+    catalog.provides.networkAgents,
+  ).agents;
+
   const sharedContext = {
     networks,
+    network_agents: networkAgents,
     cloud: {
       name: inv.cloud.name,
       release: release.name,

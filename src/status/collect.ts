@@ -44,7 +44,8 @@ import {
   novaView,
   type OpenStackClient,
 } from './openstack-client.js';
-import { evaluateNetwork, networkExpectation, parseChassisJson } from './network.js';
+import { networkExpectation } from '../roles/network-agents.js';
+import { evaluateNetwork, parseChassisJson } from './network.js';
 import { STATUS_EXIT, verdictOf } from './verdict.js';
 import { EXPIRY_THRESHOLD_DAYS, evaluateExpiry, expiryProblem, type ReadCertificate } from '../certs/expiry.js';
 
@@ -433,7 +434,7 @@ export async function collectStatus(
   async function networkView(): Promise<{ view?: NetworkView; findings: Finding[] }> {
     const declared = new Map([...input.roles.networkAgents].filter(([svc]) => nodesOf(svc).length));
     if (!declared.size) return { findings: [] };
-    const want = networkExpectation(input.plan, planned, declared);
+    const want = networkExpectation((n) => input.plan.nodes.find((x) => x.name === n)?.addresses, planned, declared);
     const errors: string[] = [];
     const problem = (subject: string, message: string): Finding => ({
       severity: Severity.UNHEALTHY,

@@ -6,47 +6,11 @@
  * on every node of every service that declares one (OVN Controller [Gateway] agent, OVN Metadata
  * agent). What a service is comes from its file (src/roles/service-roles.ts), never from its name.
  */
-import type { Plan } from '../roles/plan.js';
-import type { NetworkAgentRole } from '../roles/service-roles.js';
+import type { NetworkExpectation } from '../roles/network-agents.js';
 import { Severity, type ChassisRow, type Finding } from './model.js';
 
 /** The option of a Chassis row's `ovn-cms-options` that makes it a gateway for Neutron. */
 export const GATEWAY_FLAG = 'enable-chassis-as-gw';
-
-/** What the plan expects of the dataplane. */
-export interface NetworkExpectation {
-  /** Nodes that must be chassis. */
-  readonly chassis: readonly string[];
-  /** Chassis that must be gateways (the others must not be). */
-  readonly gateways: readonly string[];
-  /** The Neutron agents that must be listed alive. */
-  readonly agents: readonly { readonly host: string; readonly type: string }[];
-}
-
-/**
- * The expectation from the plan's nodes (their addresses: who is on a gateway network), the checked
- * services' nodes (name -> nodes), and the Neutron agents their files declare.
- */
-export function networkExpectation(
-  plan: Pick<Plan, 'nodes'>,
-  services: ReadonlyMap<string, readonly string[]>,
-  declared: ReadonlyMap<string, NetworkAgentRole>,
-): NetworkExpectation {
-  const chassis = new Set<string>();
-  const gateways = new Set<string>();
-  const agents: { host: string; type: string }[] = [];
-  const onNetwork = (node: string, network: string): boolean =>
-    Boolean(plan.nodes.find((n) => n.name === node)?.addresses[network]);
-  for (const [svc, agent] of declared) {
-    for (const host of services.get(svc) ?? []) {
-      const gateway = agent.gateway !== undefined && onNetwork(host, agent.gateway.network);
-      agents.push({ host, type: gateway ? agent.gateway!.type : agent.type });
-      if (agent.chassis) chassis.add(host);
-      if (agent.chassis && gateway) gateways.add(host);
-    }
-  }
-  return { chassis: [...chassis].sort(), gateways: [...gateways].sort(), agents };
-}
 
 /** An OVSDB JSON datum as a map: ["map", [[k, v], ...]] (anything else: empty). */
 const datumMap = (d: unknown): Record<string, string> => {

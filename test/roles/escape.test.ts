@@ -128,6 +128,12 @@ describe('escapers, read back by the real parsers', () => {
     ]);
   });
 
+  it('json: Python reads every value back as a string literal of its source (format python)', () => {
+    const source = `[${HOSTILE.map((v) => escape('json', v)).join(', ')}]`;
+    const back = python('import ast,json,sys; print(json.dumps(ast.literal_eval(sys.stdin.read())))', [], source);
+    expect(JSON.parse(back)).toEqual([...HOSTILE]);
+  });
+
   it('leaves values that need nothing as they are (configs of existing clouds render unchanged)', () => {
     for (const name of ['ini', 'cnf', 'sh', 'url', 'url_mq', 'url_plain'] as const)
       expect(escape(name, 'Abc123xyz')).toBe('Abc123xyz');

@@ -12,6 +12,7 @@ import { loadRelease } from '../../src/roles/release.js';
 import { planDeploy } from '../../src/orchestrator/planner.js';
 import { catalog, catalogWith, planFromText, release } from '../helpers/plan.js';
 import { copyInventory, runCli } from '../helpers/cli.js';
+import { python } from '../helpers/parsers.js';
 
 const planFor = planFromText;
 
@@ -255,6 +256,35 @@ describe('the plan', () => {
     // KVM keeps the host's own CPU model (Nova's default) and needs its module and devices
     const kvm = planFor(generateInventoryYaml({ controllers: 1, computes: 1 }));
     expect(kvm.rendered.get('cmp-0')!.get('/etc/stackctl/nova-compute/nova.conf')).not.toMatch(/cpu_mode/);
+  });
+
+  it('the last step waits for the Neutron agents the service files declare, gateways by the external network', () => {
+    const r = planFor(generateInventoryYaml({ controllers: 1, computes: 2 }));
+    const script = r.rendered.get('ctl-0')!.get('/etc/stackctl/neutron-server/wait-agents.py')!;
+    // the list, read by Python itself from the rendered source
+    const listed = JSON.parse(
+      python(
+        'import ast,json,sys\n' +
+          'values = {n.targets[0].id: ast.literal_eval(n.value) for n in ast.parse(sys.stdin.read()).body\n' +
+          '          if isinstance(n, ast.Assign) and n.targets[0].id in ("EXPECTED", "DEADLINE_S")}\n' +
+          'print(json.dumps(values))',
+        [],
+        script,
+      ),
+    ) as { EXPECTED: [string, string][]; DEADLINE_S: number };
+    expect(listed.EXPECTED).toEqual([
+      ['cmp-0', 'OVN Controller agent'],
+      ['cmp-0', 'OVN Metadata agent'],
+      ['cmp-1', 'OVN Controller agent'],
+      ['cmp-1', 'OVN Metadata agent'],
+      ['ctl-0', 'OVN Controller Gateway agent'],
+    ]);
+    expect(listed.DEADLINE_S).toBe(300);
+    // run once, at the last step, on the bootstrap node; a new agent changes the file, so runs it again
+    const step5 = planDeploy(r.plan, catalog).steps.find((s) => s.step === 5)!;
+    expect(step5.runOnce.filter((w) => w.kind === 'task').map((w) => `${w.node} ${w.name}`)).toContain(
+      'ctl-0 wait-agents',
+    );
   });
 
   it('live migration over TCP: libvirtd listens on the migration network address of each compute, Nova dials it; none by default', () => {

@@ -7,7 +7,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseNetworkAgents } from '../../src/status/openstack-client.js';
-import { evaluateNetwork, networkExpectation, parseChassisJson } from '../../src/status/network.js';
+import { networkExpectation } from '../../src/roles/network-agents.js';
+import { evaluateNetwork, parseChassisJson } from '../../src/status/network.js';
 import type { ChassisRow } from '../../src/status/model.js';
 import { catalog } from '../helpers/plan.js';
 import { labPlan } from './fixture.js';
@@ -20,7 +21,11 @@ const METADATA = 'OVN Metadata agent';
 describe('the dataplane against the plan', () => {
   const { plan } = labPlan();
   const services = new Map(plan.services.map((s) => [s.name, s.nodes]));
-  const want = networkExpectation(plan, services, catalog.provides.networkAgents);
+  const want = networkExpectation(
+    (n) => plan.nodes.find((x) => x.name === n)?.addresses,
+    services,
+    catalog.provides.networkAgents,
+  );
   const rows = parseChassisJson(sample('ovn-sbctl-chassis.json'));
   const agents = parseNetworkAgents(sample('openstack-network-agent-list.json'));
 
