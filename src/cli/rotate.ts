@@ -237,8 +237,9 @@ async function rotateOne(name: RotationName, opts: RotateOpts, deps: RotateDeps)
         retired,
         usage,
         'credential(s)',
-        `Run 'stackctl rotate ${name} --migrate -i ${opts.inventory}' first: it re-encrypts every credential with the primary key ` +
-          '(keystone-manage credential_migrate); then rotate. Nothing was written.',
+        `Deploy the last rotation first ('stackctl deploy -i ${opts.inventory}'): once every node holds its keys, the deploy ` +
+          're-encrypts every credential with the primary key (keystone-manage credential_migrate; ' +
+          `'stackctl rotate ${name} --migrate -i ${opts.inventory}' does only that); then rotate. Nothing was written.`,
       );
       checked = `; ${formatUsage(usage, 'credentials')}, none on the key dropped`;
     }
@@ -253,7 +254,8 @@ async function rotateOne(name: RotationName, opts: RotateOpts, deps: RotateDeps)
   out(
     `Run 'stackctl deploy -i ${opts.inventory}' to roll the new keys out (it recreates the ${r.service} containers only); ` +
       (r.encrypts
-        ? `then 'stackctl rotate ${name} --migrate -i ${opts.inventory}' to re-encrypt the credentials with the new primary, before the next rotation.\n`
+        ? 'the deploy then re-encrypts every credential with the new primary (a Keystone task), so the next rotation may drop ' +
+          `the oldest key; 'stackctl rotate ${name} --migrate -i ${opts.inventory}' does that step alone and checks it.\n`
         : 'rotate again only after that deploy has finished.\n'),
   );
 }

@@ -54,8 +54,13 @@ describe('the deploy planner', () => {
     expect(new Set(dbs.map((w) => w.node))).toEqual(new Set(['ctl-0']));
     const tasks = step3.runOnce.filter((w) => w.kind === 'task');
     expect(tasks.map((w) => `${w.service}/${w.name}`)).toEqual(
-      expect.arrayContaining(['keystone/db-sync', 'keystone/bootstrap']),
+      expect.arrayContaining(['keystone/db-sync', 'keystone/bootstrap', 'keystone/credential-migrate']),
     );
+    // the credentials move to the primary key once every Keystone holds the deployed keys (the step's
+    // barrier) and after the schema and the bootstrap
+    const keystone = tasks.filter((w) => w.service === 'keystone').map((w) => w.name);
+    expect(keystone.indexOf('credential-migrate')).toBeGreaterThan(keystone.indexOf('bootstrap'));
+    expect(keystone.indexOf('bootstrap')).toBeGreaterThan(keystone.indexOf('db-sync'));
     // the databases come before the tasks that need them
     expect(step3.runOnce.findIndex((w) => w.kind === 'task')).toBeGreaterThan(
       step3.runOnce.findLastIndex((w) => w.kind === 'database'),

@@ -7,9 +7,10 @@
  * left, deployed, recreates only HAProxy and makes `status` fail naming it. `stackctl rotate
  * keystone-keys` then a deploy recreates only Keystone; a token issued before the rotation still
  * validates, one issued after works, and after a second rotation the first token, whose key is
- * retired, is refused. `stackctl rotate keystone-credential-keys`: a credential stored before the
- * rotation still decrypts after it, the next rotation is refused until `--migrate` re-encrypted it
- * with the new primary (its row's key_hash changes), and after that rotation it still decrypts.
+ * retired, is refused. `stackctl rotate keystone-credential-keys`: a second rotation before the
+ * deploy of the first is refused while a credential is on the key it would drop; the deploy
+ * re-encrypts that credential with the new primary (its row's key_hash changes) and it still
+ * decrypts, as after the next rotation.
  * `npm run test:e2e:tls`.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -274,25 +275,41 @@ describe('HTTPS on the public VIP of a 1ctl-1comp lab', () => {
     expect(validate(before, fresh)).toBe(401);
   });
 
-  it('rotate keystone-credential-keys: a stored credential decrypts after the rotation, the next one waits for --migrate, which moves it to the new primary', async () => {
+  it('rotate keystone-credential-keys: a key still in use is never dropped; the deploy of a rotation re-encrypts every credential with the new primary', async () => {
     const digest = (i: number): string => credentialKeyDigest(credentialKeys().get(i)!);
     expect(await keyFiles('credential-keys')).toEqual(['0', '1']);
     const blob1 = 'stackctl-e2e-stored-before-the-rotation';
     const c1 = osc(`credential create --type cert -f value -c id admin ${blob1}`);
     expect(c1.code, c1.out).toBe(0);
     const id1 = c1.stdout.trim();
-    expect((await credentialRows()).get(id1)?.keyHash).toBe(digest(1));
+    const stored = await credentialRows();
+    expect(stored.get(id1)?.keyHash).toBe(digest(1));
 
     const r = await runCli('rotate', 'keystone-credential-keys', '-i', lab.inventory);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain('keys now 0 1 2');
+
+    // a second rotation before any deploy would drop key 1, which still encrypts the first credential
+    const secrets = lab.inventory.replace(/\.yaml$/, '.secrets.yaml');
+    const unrotated = readFileSync(secrets, 'utf8');
+    const refused = await runCli('rotate', 'keystone-credential-keys', '-i', lab.inventory);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain('E_ROTATE_KEY_IN_USE');
+    expect(refused.stderr).toContain('key 1, which 1 credential(s) are still encrypted with');
+    expect(refused.stderr).toContain(`Deploy the last rotation first ('stackctl deploy -i ${lab.inventory}')`);
+    expect(readFileSync(secrets, 'utf8')).toBe(unrotated);
+
+    // the deploy rolls the keys out, then its credential-migrate task moves the credential to key 2
     const started = await lab.startedAt();
     const t0 = Date.now();
     expect((await lab.deploy({ services: SERVICES })).report?.ok).toBe(true);
-    timings.push(['deploy of the rotated credential keys', seconds(t0)]);
+    timings.push(['deploy of the rotated credential keys (with credential_migrate)', seconds(t0)]);
     const after = await lab.startedAt();
     expect([...after].filter(([k, v]) => started.get(k) !== v).map(([k]) => k)).toEqual(['ctl-0/keystone']);
     expect(await keyFiles('credential-keys')).toEqual(['0', '1', '2']);
+    const migrated = await credentialRows();
+    expect(migrated.get(id1)?.keyHash).toBe(digest(2));
+    expect(migrated.get(id1)?.encrypted).not.toBe(stored.get(id1)?.encrypted);
     await flushKeystoneCache();
     expect(credentialBlob(id1)).toBe(blob1);
     const blob2 = 'stackctl-e2e-stored-after-the-rotation';
@@ -300,27 +317,15 @@ describe('HTTPS on the public VIP of a 1ctl-1comp lab', () => {
     expect(c2.code, c2.out).toBe(0);
     const id2 = c2.stdout.trim();
     const rows = await credentialRows();
-    expect(rows.get(id1)?.keyHash).toBe(digest(1));
     expect(rows.get(id2)?.keyHash).toBe(digest(2));
 
-    // the next rotation would drop key 1, which still encrypts the first credential
-    const secrets = lab.inventory.replace(/\.yaml$/, '.secrets.yaml');
-    const unrotated = readFileSync(secrets, 'utf8');
-    const refused = await runCli('rotate', 'keystone-credential-keys', '-i', lab.inventory);
-    expect(refused.code).not.toBe(0);
-    expect(refused.stderr).toContain('E_ROTATE_KEY_IN_USE');
-    expect(refused.stderr).toContain('key 1, which 1 credential(s) are still encrypted with');
-    expect(readFileSync(secrets, 'utf8')).toBe(unrotated);
-
+    // --migrate: the same step alone, checked; nothing is left to move
     const t1 = Date.now();
     const m = await runCli('rotate', 'keystone-credential-keys', '--migrate', '-i', lab.inventory);
     timings.push(['credential --migrate', seconds(t1)]);
     expect(m.code, m.stderr).toBe(0);
-    expect(m.stdout).toContain('credentials 1 on key 1, 1 on key 2 before; credentials 2 on key 2 now');
-    const migrated = await credentialRows();
-    expect(migrated.get(id1)?.keyHash).toBe(digest(2));
-    expect(migrated.get(id1)?.encrypted).not.toBe(rows.get(id1)?.encrypted);
-    expect(migrated.get(id2)).toEqual(rows.get(id2));
+    expect(m.stdout).toContain('credentials 2 on key 2 before; credentials 2 on key 2 now');
+    expect(await credentialRows()).toEqual(rows);
 
     const r2 = await runCli('rotate', 'keystone-credential-keys', '-i', lab.inventory);
     expect(r2.code, r2.stderr).toBe(0);
