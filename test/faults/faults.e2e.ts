@@ -19,6 +19,7 @@ import { runUpgrade } from '../../src/cli/upgrade.js';
 import { defaultReleasesDir } from '../../src/core/paths.js';
 import { effectKey, journalFileFor, parseJournal, type JournalRecord } from '../../src/orchestrator/journal.js';
 import { imageRef, loadRelease } from '../../src/roles/release.js';
+import type { StatusReport } from '../../src/status/model.js';
 import { runCli, tempDir } from '../helpers/cli.js';
 import { CLOUD_IMAGES, deployLab, root } from '../orchestrator/lab.js';
 
@@ -96,11 +97,27 @@ function lastRun(): JournalRecord[] {
 /** What a round must leave: healthy, nothing left to do, nothing done twice. */
 async function checkRound(what: string): Promise<string[]> {
   const problems: string[] = [];
-  const st = await runCli('status', '-i', lab.inventory, '--releases', releases);
-  if (st.code !== 0) problems.push(`${what}: status exit ${st.code}: ${st.stdout.split('\n').slice(0, 3).join(' / ')}`);
+  const st = await runCli('status', '-i', lab.inventory, '--releases', releases, '--json');
+  if (st.code !== 0) {
+    // what made it fail, so that a round's problem can be told from load (an unreachable node)
+    let findings = st.stderr.trim().split('\n').slice(-2).join(' / ');
+    try {
+      const report = JSON.parse(st.stdout) as StatusReport;
+      findings = report.findings.map((f) => `${f.severity} ${f.node} ${f.subject}: ${f.message}`).join('; ');
+    } catch {
+      // not JSON: the error lines above
+    }
+    problems.push(`${what}: status exit ${st.code}: ${findings}`);
+  }
   const dry = await runCli('deploy', '-i', lab.inventory, '--releases', releases, '--dry-run');
   const m = /dry run: (\d+) change\(s\) predicted/.exec(dry.stdout);
-  if (!m || m[1] !== '0') problems.push(`${what}: the dry run predicts ${m?.[1] ?? '?'} change(s)`);
+  if (!m || m[1] !== '0') {
+    const rows = dry.stdout
+      .split('\n')
+      .filter((l) => /^\d\s/.test(l) && !/\b(unchanged|done)\b/.test(l))
+      .map((l) => l.trim().replace(/\s+/g, ' '));
+    problems.push(`${what}: the dry run predicts ${m?.[1] ?? '?'} change(s): ${rows.join(' | ')}`);
+  }
   const run = lastRun();
   const effects = new Map<string, number>();
   const actions = new Map<string, number>();
