@@ -289,10 +289,14 @@ describe('HTTPS on the public VIP of a 1ctl-1comp lab', () => {
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain('keys now 0 1 2');
 
-    // a second rotation before any deploy would drop key 1, which still encrypts the first credential
+    // a second rotation before the deploy of the first is refused as undeployed; forced past that,
+    // it would drop key 1, which still encrypts the first credential
     const secrets = lab.inventory.replace(/\.yaml$/, '.secrets.yaml');
     const unrotated = readFileSync(secrets, 'utf8');
-    const refused = await runCli('rotate', 'keystone-credential-keys', '-i', lab.inventory);
+    const early = await runCli('rotate', 'keystone-credential-keys', '-i', lab.inventory);
+    expect(early.code).not.toBe(0);
+    expect(early.stderr).toContain('E_ROTATE_NOT_DEPLOYED');
+    const refused = await runCli('rotate', 'keystone-credential-keys', '--force', '-i', lab.inventory);
     expect(refused.code).not.toBe(0);
     expect(refused.stderr).toContain('E_ROTATE_KEY_IN_USE');
     expect(refused.stderr).toContain('key 1, which 1 credential(s) are still encrypted with');
