@@ -165,9 +165,28 @@ function controlPhase(cx: PlanContext, group: readonly string[]): BuiltPhase {
     phase: {
       ...built.phase,
       title: built.phase.title + orderNote(cx, group),
-      steps: [...saves, ...built.phase.steps],
+      steps: [...saves, ...built.phase.steps, ...taskSteps(cx, built.phase.services)],
     },
   };
+}
+
+/**
+ * The deploy's tasks of the services that moved (db_sync, bootstrap, cell mapping...), once they
+ * run the new image, one step each in the target plan's order. A task's input hash includes its
+ * container's, so every new image makes it due: the run-once handler runs it as a deploy would
+ * (db_sync finds the schema the migrations left current) and records its marker. Without them the
+ * first deploy after an upgrade ran them all again and its dry run predicted them as changes.
+ */
+function taskSteps(cx: PlanContext, services: readonly string[]): UpgradeStep[] {
+  return cx.targetDeploy.steps.flatMap((st) =>
+    st.runOnce
+      .filter((w) => w.kind === 'task' && services.includes(w.service))
+      .map((w) =>
+        step(`task ${w.service}/${w.name} on ${w.node}, as a deploy runs it, with the new image`, [
+          { kind: 'run-once' as const, node: w.node, service: w.service, work: 'task' as const, name: w.name },
+        ]),
+      ),
+  );
 }
 
 /**

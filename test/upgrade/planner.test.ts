@@ -19,6 +19,7 @@ import {
   type UpgradeInput,
 } from '../../src/upgrade/planner.js';
 import { upgradeDeployPlansOf } from '../helpers/plan.js';
+import { runOnceOf } from '../../src/orchestrator/context.js';
 import { moveTogether, seriesOrdinal, skippedSeries } from '../../src/upgrade/skew.js';
 
 /** The planner with the two deploy plans it diffs, built from the input's inventory and catalog. */
@@ -264,7 +265,7 @@ describe('planUpgrade zed -> zed-update on 3 controllers and 2 computes', () => 
     const k = phaseById(plan(zedUpdate, { pauseAt: 'migration' }), 'control:keystone');
     expect(k.availability).toBe('window');
     expect(k.pauseBefore?.reason).toMatch(/offline migration of keystone/);
-    expect(kinds(k)).toEqual(['stop', 'backup', 'migrate', 'ensure', 'health']);
+    expect(kinds(k)).toEqual(['stop', 'backup', 'migrate', 'ensure', 'health', 'run-once', 'run-once', 'run-once']);
     expect(k.steps[0]!.actions.map((a) => (a.kind === 'stop' ? a.node : ''))).toEqual(['ctl-0', 'ctl-1', 'ctl-2']);
     expect(k.steps[1]!.actions[0]).toMatchObject({ kind: 'backup', node: 'ctl-0', databases: ['keystone'] });
     expect(k.steps[2]!.actions).toEqual([
@@ -291,6 +292,7 @@ describe('planUpgrade zed -> zed-update on 3 controllers and 2 computes', () => 
       'migrate',
       'backup',
       'migrate',
+      'run-once',
     ]);
     const stages = actions(g).flatMap((a) => (a.kind === 'migrate' ? [a.stage] : []));
     expect(stages).toEqual(['expand', 'migrate', 'contract']);
@@ -301,6 +303,40 @@ describe('planUpgrade zed -> zed-update on 3 controllers and 2 computes', () => 
       'enable:ctl-0',
     ]);
     expect(g.steps[1]!.actions[0]).toMatchObject({ frontends: ['glance_api'] });
+  });
+
+  it("ends each control phase with the deploy's tasks of what it moved, in the target plan's order, as run-once work", () => {
+    const p = plan(zedUpdate);
+    const tasks = (id: string) =>
+      actions(phaseById(p, id)).flatMap((a) => (a.kind === 'run-once' ? [`${a.service}/${a.name}@${a.node}`] : []));
+    expect(tasks('control:keystone')).toEqual([
+      'keystone/db-sync@ctl-0',
+      'keystone/bootstrap@ctl-0',
+      'keystone/credential-migrate@ctl-0',
+    ]);
+    expect(tasks('control:nova-api+nova-conductor+nova-scheduler')).toEqual([
+      'nova-api/api-db-sync@ctl-0',
+      'nova-api/cell0@ctl-0',
+      'nova-api/cell1@ctl-0',
+      'nova-api/db-sync@ctl-0',
+      'nova-api/discover-hosts@ctl-0',
+    ]);
+    // the last steps of their phase, one task per step (a step's actions run in parallel)
+    const k = phaseById(p, 'control:keystone');
+    expect(k.steps.slice(-3).map((st) => st.actions.length)).toEqual([1, 1, 1]);
+    // each is the target plan's own work (the handler finds it there), and only tasks: the other
+    // run-once work's input hash does not hold an image
+    const { targetDeploy } = upgradeDeployPlansOf(inventory(), catalog, zed, zedUpdate);
+    const all = p.phases.flatMap(actions).filter((a) => a.kind === 'run-once');
+    expect(all.every((a) => a.kind === 'run-once' && a.work === 'task')).toBe(true);
+    for (const a of all)
+      if (a.kind === 'run-once') expect(runOnceOf(targetDeploy, a.node, a.service, a.work, a.name)).toBeDefined();
+    // an upgrade that moves nothing runs no task
+    expect(
+      plan(zed)
+        .phases.flatMap(actions)
+        .some((a) => a.kind === 'run-once'),
+    ).toBe(false);
   });
 
   it('moves nova-api, nova-conductor and nova-scheduler together, as their skew rules say', () => {
@@ -634,6 +670,7 @@ describe('fast-forward: a major upgrade that skips releases (zed -> epoxy)', () 
       'health',
       'hook',
       'hook',
+      ...Array<string>(5).fill('run-once'),
     ]);
     const [stop, , , , , check, start, health] = n.steps;
     // Epoxy's nova-status cannot read Zed's schema: the check runs in the window, after the migrations
@@ -665,7 +702,7 @@ describe('fast-forward: a major upgrade that skips releases (zed -> epoxy)', () 
   it('runs each window as stop, backups, every migration command in order (expand, migrate, contract), start, health', () => {
     const p = ff();
     const g = phaseById(p, 'control:glance');
-    expect(kinds(g)).toEqual(['stop', 'backup', 'migrate', 'migrate', 'migrate', 'ensure', 'health']);
+    expect(kinds(g)).toEqual(['stop', 'backup', 'migrate', 'migrate', 'migrate', 'ensure', 'health', 'run-once']);
     expect(actions(g).flatMap((a) => (a.kind === 'migrate' ? [a.stage] : []))).toEqual([
       'expand',
       'migrate',
@@ -677,17 +714,26 @@ describe('fast-forward: a major upgrade that skips releases (zed -> epoxy)', () 
       'migrate',
       'ensure',
       'health',
+      'run-once',
+      'run-once',
+      'run-once',
     ]);
     const nova = actions(phaseById(p, NOVA)).flatMap((a) => (a.kind === 'migrate' ? [a.stage] : []));
     expect(nova).toEqual(['expand', 'expand', 'migrate']);
     for (const w of p.phases.filter((x) => x.availability === 'window')) {
-      const k = w.steps.map((s) => s.actions[0]!.kind);
+      // the deploy's tasks of what moved come last (taskSteps); before them, the window's end
+      const k = w.steps.map((s) => s.actions[0]!.kind).filter((kind) => kind !== 'run-once');
       expect(k[0], w.id).toBe('stop');
       expect(k.lastIndexOf('backup'), w.id).toBeLessThan(k.indexOf('migrate'));
       // the computes riding in Nova's window end it as they end a batch: reporting to Nova, enabled
       expect(k.slice(-2), w.id).toEqual(w.id === NOVA ? ['hook', 'hook'] : ['ensure', 'health']);
       if (w.id !== NOVA) continue;
-      expect(w.steps.slice(-2).map((st) => st.actions[0])).toEqual([
+      expect(
+        w.steps
+          .filter((st) => st.actions[0]!.kind !== 'run-once')
+          .slice(-2)
+          .map((st) => st.actions[0]),
+      ).toEqual([
         expect.objectContaining({ kind: 'hook', hook: 'nova-up', nodes: ['cmp-0', 'cmp-1'] }),
         expect.objectContaining({ kind: 'hook', hook: 'nova-enable', nodes: ['cmp-0', 'cmp-1'] }),
       ]);

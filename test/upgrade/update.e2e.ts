@@ -421,4 +421,15 @@ describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', 
     expect(probes.length).toBeGreaterThan(20);
     expect(figures.failedOutside.map((p) => new Date(p.at).toISOString())).toEqual([]);
   }, 3_600_000);
+
+  it("leaves nothing for a deploy to do: the upgrade ran the deploy's tasks with the new images", async () => {
+    const dry = await runCli('deploy', '-i', lab.inventory, '--dry-run');
+    expect(dry.code, dry.stderr).toBe(0);
+    const due = dry.stdout
+      .split('\n')
+      .filter((l) => /^\d\s/.test(l) && !/\b(unchanged|done)\b/.test(l))
+      .map((l) => l.trim().replace(/\s+/g, ' '));
+    expect(due).toEqual([]);
+    expect(dry.stdout).toMatch(/dry run: 0 change\(s\) predicted/);
+  }, 600_000);
 });
