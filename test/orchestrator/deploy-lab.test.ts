@@ -23,7 +23,7 @@ import { generateEd25519, parsePublicKey, type ContainerInfo } from '../../src/r
 import type { StatusReport } from '../../src/status/model.js';
 import { STATUS_EXIT } from '../../src/status/verdict.js';
 import { runCli, tempDir } from '../helpers/cli.js';
-import { openstack } from '../helpers/openstack.js';
+import { openstackTraced } from '../helpers/openstack.js';
 import { CLOUD_IMAGES, deployLab, root } from './lab.js';
 
 /**
@@ -85,8 +85,17 @@ function memcachedStats(host: string, port = 11211): Promise<string> {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const secret = (name: string): string => loadAll({ inventory: lab.inventory }).secrets!.services.get(name)!.reveal();
 
-/** The OpenStack client on this machine: source the openrc file, then run `openstack ...`. */
-const clientWithOpenrc = (openrc: string, args: string): string => openstack(openrc, args, 120_000);
+/**
+ * The OpenStack client on this machine: source the openrc file, then run `openstack ...`. A failure
+ * names the requests the client sent (openstackTraced) and what the public VIP looked like then.
+ */
+async function clientWithOpenrc(openrc: string, args: string): Promise<string> {
+  try {
+    return await openstackTraced(openrc, args, 120_000);
+  } catch (e) {
+    throw new Error(`${(e as Error).message}\n${await vipDiagnosis()}`, { cause: e });
+  }
+}
 
 /**
  * What the public VIP looked like from this machine when a client failed: the neighbour entry and
@@ -240,15 +249,10 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
     expect(r.stdout).not.toContain(secret('keystone_admin_password'));
     expect(statSync(openrc).mode & 0o777).toBe(0o600);
     expect(readFileSync(openrc, 'utf8')).toContain(`OS_AUTH_URL='http://${EXTERNAL_VIP}:5000/v3'`);
-    let out: string;
-    try {
-      out = clientWithOpenrc(openrc, 'token issue -f value -c expires -c user_id');
-    } catch (e) {
-      throw new Error(`${(e as Error).message}\n${await vipDiagnosis()}`, { cause: e });
-    }
+    const out = await clientWithOpenrc(openrc, 'token issue -f value -c expires -c user_id');
     expect(out.trim()).toMatch(/^\d{4}-\d\d-\d\d\S*\n[0-9a-f]{32}$/);
     // The catalog bootstrap wrote: identity endpoints on the VIPs.
-    const endpoints = clientWithOpenrc(openrc, 'endpoint list --service identity -f value -c Interface -c URL');
+    const endpoints = await clientWithOpenrc(openrc, 'endpoint list --service identity -f value -c Interface -c URL');
     expect(endpoints).toContain(`public http://${EXTERNAL_VIP}:5000/v3`);
     expect(endpoints).toContain(`internal http://${INTERNAL_VIP}:5000/v3`);
   }, 300_000);
@@ -716,7 +720,8 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
     // cmp-0 was powered off and on by the tests above: its cached SSH connection is dead.
     beforeAll(() => lab.reconnect());
     /** `openstack ...` on the deploy host with the admin openrc; JSON output parsed. */
-    const os = <T>(args: string): T => JSON.parse(clientWithOpenrc(openrc, `${args} -f json`)) as T;
+    const os = async <T>(args: string): Promise<T> =>
+      JSON.parse(await clientWithOpenrc(openrc, `${args} -f json`)) as T;
 
     it('deploys Glance, Placement, Neutron and Nova; the compute is discovered, up, and reports to Placement', async () => {
       const t0 = Date.now();
@@ -737,19 +742,20 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
 
       openrc = join(temp('stackctl-openrc-'), 'admin.openrc');
       expect((await runCli('openrc', '-i', lab.inventory, '-o', openrc)).code).toBe(0);
-      const services = os<{ Binary: string; Host: string; State: string; Status: string }[]>('compute service list');
+      const services =
+        await os<{ Binary: string; Host: string; State: string; Status: string }[]>('compute service list');
       expect(services.map((x) => `${x.Binary} ${x.Host} ${x.Status} ${x.State}`).sort()).toEqual([
         'nova-compute cmp-0 enabled up',
         'nova-conductor ctl-0 enabled up',
         'nova-scheduler ctl-0 enabled up',
       ]);
       const hypervisors =
-        os<{ 'Hypervisor Hostname': string; 'Hypervisor Type': string; State: string }[]>('hypervisor list');
+        await os<{ 'Hypervisor Hostname': string; 'Hypervisor Type': string; State: string }[]>('hypervisor list');
       expect(hypervisors.map((h) => `${h['Hypervisor Hostname']} ${h['Hypervisor Type']} ${h.State}`)).toEqual([
         'cmp-0 fake up',
       ]);
       // the catalog: every service on both VIPs
-      const endpoints = os<{ 'Service Type': string; Interface: string; URL: string }[]>('endpoint list');
+      const endpoints = await os<{ 'Service Type': string; Interface: string; URL: string }[]>('endpoint list');
       for (const [type, port] of [
         ['image', 9292],
         ['placement', 8778],
@@ -775,18 +781,18 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
 
     it('openstack server create reaches ACTIVE on the compute node; server delete cleans it up', async () => {
       const t0 = Date.now();
-      const server = os<{ id: string; status: string; 'OS-EXT-SRV-ATTR:host': string }>(
+      const server = await os<{ id: string; status: string; 'OS-EXT-SRV-ATTR:host': string }>(
         '--os-compute-api-version 2.37 server create --flavor m1.tiny --image lab-tiny --nic none --wait ci-server',
       );
       process.stderr.write(`server create --wait: ${((Date.now() - t0) / 1000).toFixed(1)} s\n`);
       expect(server.status).toBe('ACTIVE');
       expect(server['OS-EXT-SRV-ATTR:host']).toBe('cmp-0');
       // Nova's fake driver keeps its instances in nova-compute's memory: the compute knows it by uuid
-      const actions = os<{ Action: string }[]>(`server event list ${server.id}`);
+      const actions = await os<{ Action: string }[]>(`server event list ${server.id}`);
       expect(actions.map((a) => a.Action)).toContain('create');
 
-      clientWithOpenrc(openrc, `server delete --wait ${server.id}`);
-      const left = os<{ ID: string }[]>('server list --all-projects');
+      await clientWithOpenrc(openrc, `server delete --wait ${server.id}`);
+      const left = await os<{ ID: string }[]>('server list --all-projects');
       expect(left.map((x) => x.ID)).not.toContain(server.id);
     }, 300_000);
 
