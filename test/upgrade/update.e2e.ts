@@ -106,7 +106,7 @@ describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', 
     }
   }, 2_400_000);
 
-  it('refuses at the prechecks and changes nothing: an image not built, no room to evacuate a batch', async () => {
+  it('refuses and changes nothing: an image not built (before the run), no room to evacuate a batch (the prechecks)', async () => {
     const docker = (node: string) => lab.remote(node).docker;
     /** Every container of the cloud: its ID and when it started (a restart or a swap changes them). */
     const containers = async (): Promise<string[]> => {
@@ -129,7 +129,9 @@ describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', 
     const enabled = computes();
     expect(enabled.every((c) => c.endsWith(' enabled'))).toBe(true);
 
-    // A manifest naming an image that was never built: refused by the registry check.
+    // A manifest naming an image that was never built: refused when its tags are pinned, before a
+    // run is opened or a precheck runs (an input error, exit 3); the prechecks' image check catches
+    // a pinned digest that is gone.
     const releases = tempDir('stackctl-releases-');
     temps.push(releases);
     for (const f of readdirSync(defaultReleasesDir())) copyFileSync(join(defaultReleasesDir(), f), join(releases, f));
@@ -141,10 +143,10 @@ describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', 
     );
     const unbuilt = await runCli('upgrade', '-i', lab.inventory, '--releases', releases, '--to', 'zed-unbuilt');
     const out1 = unbuilt.stdout + unbuilt.stderr;
-    expect(unbuilt.code, out1).toBe(5);
+    expect(unbuilt.code, out1).toBe(3);
     expect(out1).toMatch(/E_IMAGE_NOT_IN_REGISTRY/);
     expect(out1).toMatch(/keystone:zed-9/);
-    expect(out1).toMatch(/REFUSED by the prechecks, nothing was changed/);
+    expect(out1).toMatch(/Nothing was stopped/);
 
     // Two servers of 700,000 MiB, one on each compute (the fake driver has 800,000 at a ratio of 1.5):
     // neither compute can take the other's, so no batch can be evacuated.
@@ -371,7 +373,7 @@ describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', 
 
     // One run, started once and resumed twice; every action done exactly once, the cut migration waited for.
     const records = parseJournal(readFileSync(journalFile, 'utf8'));
-    // the two runs refused at the prechecks were closed; this one was started once and resumed twice
+    // the run refused at the prechecks was closed; this one was started once and resumed twice
     const mainRun = records
       .filter((r) => r.type === 'run.start' && r.command === 'upgrade' && r.mode === 'new')
       .at(-1)!.run;
