@@ -94,6 +94,26 @@ function lastRun(): JournalRecord[] {
   return all.slice(start.i).filter((r) => r.run === start.r.run);
 }
 
+/** Keystone's last log lines (uwsgi logs each request it answered) and MariaDB's process list, on ctl-0. */
+async function keystoneState(): Promise<string> {
+  const docker = lab.remote('ctl-0').docker;
+  const log = await docker.logs('keystone', { tail: 20 }).then(
+    (l) => (l.stdout + l.stderr).trim(),
+    (e: Error) => `no log: ${e.message}`,
+  );
+  const processes = await docker
+    .exec(
+      'mariadb',
+      ['mariadb', '--defaults-extra-file=/etc/mysql/mariadb.conf.d/stackctl/client.cnf', '-e', 'SHOW PROCESSLIST'],
+      { timeoutMs: 10_000 },
+    )
+    .then(
+      (r) => (r.stdout + r.stderr).trim(),
+      (e: Error) => `not listed: ${e.message}`,
+    );
+  return `keystone's last log lines:\n${log}\nMariaDB's processes:\n${processes}`;
+}
+
 /** What a round must leave: healthy, nothing left to do, nothing done twice. */
 async function checkRound(what: string): Promise<string[]> {
   const problems: string[] = [];
@@ -107,6 +127,9 @@ async function checkRound(what: string): Promise<string[]> {
     } catch {
       // not JSON: the error lines above
     }
+    // a client that did not answer (seen after upgrade rounds and in CI): what Keystone and the
+    // database were doing then
+    if (/did not finish/.test(findings)) findings += `\n${await keystoneState()}`;
     problems.push(`${what}: status exit ${st.code}: ${findings}`);
   }
   const dry = await runCli('deploy', '-i', lab.inventory, '--releases', releases, '--dry-run');
