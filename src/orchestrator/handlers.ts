@@ -222,6 +222,28 @@ function waitStarted(ctx: EngineContext, access: NodeAccess, w: ContainerWork): 
   });
 }
 
+/** The health gate of a started container, then (when asked) its load-balancer frontend's. */
+async function gateStarted(
+  ctx: EngineContext,
+  access: NodeAccess,
+  w: ContainerWork,
+  frontendGate: boolean,
+  path: (what: string) => string,
+): Promise<void> {
+  try {
+    await waitStarted(ctx, access, w);
+  } catch (err) {
+    throw new ActionFailed(err, FailureClass.HARD, { log: await logTail(access, w.name), path: path('health') });
+  }
+  if (frontendGate && w.frontend) {
+    try {
+      await waitFrontend(ctx, access, w, w.frontend);
+    } catch (err) {
+      throw new ActionFailed(err, FailureClass.HARD, { log: await logTail(access, w.name), path: path('frontend') });
+    }
+  }
+}
+
 /** One container of a node: create, recreate or start it and wait for its health; 1 if changed. */
 async function ensureContainer(
   ctx: EngineContext,
@@ -235,6 +257,8 @@ async function ensureContainer(
   if (c.action === ContainerAction.UNCHANGED) {
     run.verify(containerEffect(EffectKind.CREATE, w));
     run.verify(containerEffect(EffectKind.START, w));
+    // Started by a run that was stopped (killed) before its health gate: the gate is this run's.
+    if (c.health === 'starting') await gateStarted(ctx, access, w, frontendGate, path);
     run.change({ node: w.node, object: 'container', name: w.name, action: 'unchanged' });
     return 0;
   }
@@ -299,18 +323,7 @@ async function ensureContainer(
       throw new ActionFailed(err, FailureClass.HARD, { path: path('start') });
     }
   }
-  try {
-    await waitStarted(ctx, access, w);
-  } catch (err) {
-    throw new ActionFailed(err, FailureClass.HARD, { log: await logTail(access, w.name), path: path('health') });
-  }
-  if (frontendGate && w.frontend) {
-    try {
-      await waitFrontend(ctx, access, w, w.frontend);
-    } catch (err) {
-      throw new ActionFailed(err, FailureClass.HARD, { log: await logTail(access, w.name), path: path('frontend') });
-    }
-  }
+  await gateStarted(ctx, access, w, frontendGate, path);
   const action = { create: 'created', recreate: 'recreated', start: 'started' }[c.action];
   run.change({
     node: w.node,

@@ -42,6 +42,11 @@ export interface ContainerDiff {
   readonly changed: readonly string[];
   /** The labelled hash of what runs now (for the journal's remove record). */
   readonly currentHash?: string;
+  /**
+   * The health of what runs now (unchanged or to start), when it has a check: `starting` on an
+   * unchanged container means a run started it and was stopped before its health gate.
+   */
+  readonly health?: string;
 }
 
 /** The decision for one config file. */
@@ -91,6 +96,7 @@ export function diffContainer(w: ContainerWork, info: ContainerInfo | undefined)
       action: info.state.running ? ContainerAction.UNCHANGED : ContainerAction.START,
       changed: [],
       currentHash: current,
+      ...(info.state.health ? { health: info.state.health } : {}),
     };
   }
   const changed = changedInputs(info.labels, w.inputs);

@@ -572,6 +572,61 @@ describe("the engine's node actions", () => {
     ).rejects.toMatchObject({ code: 'E_TARGET_MISSING' });
   });
 
+  it('holds an unchanged container a killed run started to its health gate, and passes a healthy one at once', async () => {
+    const memcached: ContainerWork = {
+      ...work('ctl-0', 'memcached', 'memcached', 'r/memcached:zed-1'),
+      hash: 'same',
+      definition: { name: 'memcached', image: 'memcached', healthcheck: { test: ['check'] } },
+    } as unknown as ContainerWork;
+    const target = deployPlanOf([memcached]);
+    /**
+     * ensure() on a node whose memcached runs the target hash with Docker's health `health`, its
+     * check command failing `failures` times before it passes.
+     */
+    const converge = async (health: string, failures: number) => {
+      const n = recordingNode('ctl-0', { containers: new Set(['memcached']) });
+      let checks = 0;
+      const access = {
+        ...n.access,
+        docker: {
+          ...n.access.docker,
+          inspectContainer: async (name: string) => {
+            const info = await n.access.docker.inspectContainer(name);
+            const state = { ...info!.state, status: 'running', running: true, health };
+            return info && { ...info, labels: { [LABEL.hash]: 'same' }, state };
+          },
+          exec: async (_name: string, argv: readonly string[]) => {
+            if (argv[0] === 'check') checks++;
+            return { code: checks > failures ? 0 : 1, stdout: '', stderr: '' };
+          },
+        },
+      } as NodeAccess;
+      const ctx = contextOver(
+        { 'ctl-0': access },
+        {
+          targetDeploy: target,
+          targetWork: (node, c) => (node === 'ctl-0' && c === 'memcached' ? memcached : undefined),
+        },
+      );
+      const detail = await ensure(
+        {
+          kind: 'ensure',
+          node: 'ctl-0',
+          services: ['memcached'],
+          containers: [{ name: 'memcached', service: 'memcached', image: 'r/memcached:zed-1', hash: 'same' }],
+          frontendGate: false,
+        },
+        ctx,
+        scope,
+      );
+      return { detail, checks, touched: n.log.filter((l) => /^(create|start|stop|remove|pull) /.test(l)) };
+    };
+    // started, not yet healthy (the run that started it was killed): checked until it passes, nothing redone
+    expect(await converge('starting', 2)).toEqual({ detail: 'unchanged', checks: 3, touched: [] });
+    // healthy: not checked again
+    expect(await converge('healthy', 2)).toEqual({ detail: 'unchanged', checks: 0, touched: [] });
+  });
+
   it('waits for a run-once task a killed run left running, instead of removing it and starting another', async () => {
     const container = {
       ...work('ctl-0', 'keystone', 'keystone', 'r/keystone:zed-1'),
