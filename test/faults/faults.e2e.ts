@@ -21,7 +21,7 @@ import { effectKey, journalFileFor, parseJournal, type JournalRecord } from '../
 import { imageRef, loadRelease } from '../../src/roles/release.js';
 import type { StatusReport } from '../../src/status/model.js';
 import { runCli, tempDir } from '../helpers/cli.js';
-import { CLOUD_IMAGES, deployLab, root } from '../orchestrator/lab.js';
+import { CLOUD_IMAGES, deployLab, dueRows, keystoneState, root } from '../orchestrator/lab.js';
 
 const N = Number(process.env.STACKCTL_FAULTS_N ?? 20);
 const SEED = Number(process.env.STACKCTL_FAULTS_SEED ?? Math.floor(Math.random() * 1e6));
@@ -94,26 +94,6 @@ function lastRun(): JournalRecord[] {
   return all.slice(start.i).filter((r) => r.run === start.r.run);
 }
 
-/** Keystone's last log lines (uwsgi logs each request it answered) and MariaDB's process list, on ctl-0. */
-async function keystoneState(): Promise<string> {
-  const docker = lab.remote('ctl-0').docker;
-  const log = await docker.logs('keystone', { tail: 20 }).then(
-    (l) => (l.stdout + l.stderr).trim(),
-    (e: Error) => `no log: ${e.message}`,
-  );
-  const processes = await docker
-    .exec(
-      'mariadb',
-      ['mariadb', '--defaults-extra-file=/etc/mysql/mariadb.conf.d/stackctl/client.cnf', '-e', 'SHOW PROCESSLIST'],
-      { timeoutMs: 10_000 },
-    )
-    .then(
-      (r) => (r.stdout + r.stderr).trim(),
-      (e: Error) => `not listed: ${e.message}`,
-    );
-  return `keystone's last log lines:\n${log}\nMariaDB's processes:\n${processes}`;
-}
-
 /** What a round must leave: healthy, nothing left to do, nothing done twice. */
 async function checkRound(what: string): Promise<string[]> {
   const problems: string[] = [];
@@ -129,17 +109,13 @@ async function checkRound(what: string): Promise<string[]> {
     }
     // a client that did not answer (seen after upgrade rounds and in CI): what Keystone and the
     // database were doing then
-    if (/did not finish/.test(findings)) findings += `\n${await keystoneState()}`;
+    if (/did not finish/.test(findings)) findings += `\n${await keystoneState(lab.remote('ctl-0').docker)}`;
     problems.push(`${what}: status exit ${st.code}: ${findings}`);
   }
   const dry = await runCli('deploy', '-i', lab.inventory, '--releases', releases, '--dry-run');
   const m = /dry run: (\d+) change\(s\) predicted/.exec(dry.stdout);
   if (!m || m[1] !== '0') {
-    const rows = dry.stdout
-      .split('\n')
-      .filter((l) => /^\d\s/.test(l) && !/\b(unchanged|done)\b/.test(l))
-      .map((l) => l.trim().replace(/\s+/g, ' '));
-    problems.push(`${what}: the dry run predicts ${m?.[1] ?? '?'} change(s): ${rows.join(' | ')}`);
+    problems.push(`${what}: the dry run predicts ${m?.[1] ?? '?'} change(s): ${dueRows(dry.stdout).join(' | ')}`);
   }
   const run = lastRun();
   const effects = new Map<string, number>();

@@ -24,7 +24,7 @@ import type { StatusReport } from '../../src/status/model.js';
 import { STATUS_EXIT } from '../../src/status/verdict.js';
 import { runCli, tempDir } from '../helpers/cli.js';
 import { openstackTraced } from '../helpers/openstack.js';
-import { CLOUD_IMAGES, deployLab, root } from './lab.js';
+import { CLOUD_IMAGES, deployLab, keystoneState, root } from './lab.js';
 
 /**
  * Passwords an operator may choose, with every character some config format treats specially:
@@ -119,33 +119,12 @@ async function vipDiagnosis(): Promise<string> {
       (l) => l.map((c) => `${c.name}=${c.state} (${c.status})`).join(', '),
       (e: Error) => `not listed: ${e.message}`,
     );
-  // What Keystone logged last (uwsgi logs each request it answered) and what the database was doing:
-  // a request that never reached Keystone, one stuck in it, or one waiting for a lock.
-  const keystoneLog = await lab
-    .ctl()
-    .docker.logs('keystone', { tail: 30 })
-    .then(
-      (l) => (l.stdout + l.stderr).trim(),
-      (e: Error) => `no log: ${e.message}`,
-    );
-  const processes = await lab
-    .ctl()
-    .docker.exec(
-      'mariadb',
-      ['mariadb', '--defaults-extra-file=/etc/mysql/mariadb.conf.d/stackctl/client.cnf', '-e', 'SHOW PROCESSLIST'],
-      { timeoutMs: 10_000 },
-    )
-    .then(
-      (r) => (r.stdout + r.stderr).trim(),
-      (e: Error) => `not listed: ${e.message}`,
-    );
   return [
     run('ip', ['neigh', 'show', EXTERNAL_VIP]),
     run('ip', ['route', 'get', EXTERNAL_VIP]),
     `GET http://${EXTERNAL_VIP}:5000/v3: ${http}`,
     `ctl-0 containers: ${containers}`,
-    `keystone's last log lines:\n${keystoneLog}`,
-    `MariaDB's processes:\n${processes}`,
+    await keystoneState(lab.ctl().docker, 30),
   ].join('\n');
 }
 

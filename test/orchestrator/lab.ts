@@ -14,7 +14,7 @@ import { pushImages } from '../../src/images/registry.js';
 import { journalFileFor, parseJournal, type JournalRecord } from '../../src/orchestrator/journal.js';
 import { LABEL } from '../../src/orchestrator/state.js';
 import type { LocalEngine } from '../../src/remote/docker-local.js';
-import { openPool, remoteFor, type Remote, type SshPool } from '../../src/remote/index.js';
+import { openPool, remoteFor, type ContainerEngine, type Remote, type SshPool } from '../../src/remote/index.js';
 import { tempDir } from '../helpers/cli.js';
 import { dockerOrFail, release, testImages } from '../images/fixture.js';
 
@@ -53,6 +53,35 @@ export const CLOUD_IMAGES = [
 ] as const;
 
 /** Optional choices of a deploy test lab. */
+/** The rows of a `deploy --dry-run` table that predict a change, each on one line. */
+export const dueRows = (dryRun: string): string[] =>
+  dryRun
+    .split('\n')
+    .filter((l) => /^\d\s/.test(l) && !/\b(unchanged|done)\b/.test(l))
+    .map((l) => l.trim().replace(/\s+/g, ' '));
+
+/**
+ * Keystone's last `tail` log lines (uwsgi logs each request it answered) and MariaDB's process
+ * list, from a controller's Docker: what a client that got no answer was waiting for.
+ */
+export async function keystoneState(docker: ContainerEngine, tail = 20): Promise<string> {
+  const log = await docker.logs('keystone', { tail }).then(
+    (l) => (l.stdout + l.stderr).trim(),
+    (e: Error) => `no log: ${e.message}`,
+  );
+  const processes = await docker
+    .exec(
+      'mariadb',
+      ['mariadb', '--defaults-extra-file=/etc/mysql/mariadb.conf.d/stackctl/client.cnf', '-e', 'SHOW PROCESSLIST'],
+      { timeoutMs: 10_000 },
+    )
+    .then(
+      (r) => (r.stdout + r.stderr).trim(),
+      (e: Error) => `not listed: ${e.message}`,
+    );
+  return `keystone's last log lines:\n${log}\nMariaDB's processes:\n${processes}`;
+}
+
 export interface DeployLabOptions {
   /** Lab topology preset (default 1ctl-1comp). */
   readonly topology?: string;

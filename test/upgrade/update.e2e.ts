@@ -25,7 +25,7 @@ import { journalFileFor, parseJournal } from '../../src/orchestrator/journal.js'
 import type { UpgradeAction } from '../../src/upgrade/model.js';
 import { runCli, tempDir } from '../helpers/cli.js';
 import { openstack, openstackJson } from '../helpers/openstack.js';
-import { CLOUD_IMAGES, deployLab } from '../orchestrator/lab.js';
+import { CLOUD_IMAGES, deployLab, dueRows } from '../orchestrator/lab.js';
 import {
   buildTargetImages,
   containersOffTarget,
@@ -427,11 +427,7 @@ describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', 
   it("leaves nothing for a deploy to do: the upgrade ran the deploy's tasks with the new images", async () => {
     const dry = await runCli('deploy', '-i', lab.inventory, '--dry-run');
     expect(dry.code, dry.stderr).toBe(0);
-    const due = dry.stdout
-      .split('\n')
-      .filter((l) => /^\d\s/.test(l) && !/\b(unchanged|done)\b/.test(l))
-      .map((l) => l.trim().replace(/\s+/g, ' '));
-    expect(due).toEqual([]);
+    expect(dueRows(dry.stdout)).toEqual([]);
     expect(dry.stdout).toMatch(/dry run: 0 change\(s\) predicted/);
   }, 600_000);
 });
