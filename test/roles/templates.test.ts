@@ -242,6 +242,37 @@ describe('the shipped templates with hostile passwords, read back as each servic
     expect(JSON.parse(out)).toBe(value('nova_keystone_password'));
   });
 
+  it('the step-5 program holds a compute that is up and in Placement until discover_hosts has mapped it', () => {
+    const script = file('ctl-0', '/etc/stackctl/nova-api/discover-computes.py');
+    const fns = ['mapped_hosts', 'missing'].map(
+      (f) => new RegExp(`^def ${f}\\(.*\\):\\n(?: {4}.*\\n|\\n)+`, 'm').exec(script)![0],
+    );
+    const table = [
+      '+-----------+--------------------------------------+----------+',
+      '| Cell Name |              Cell UUID               | Hostname |',
+      '+-----------+--------------------------------------+----------+',
+      '|   cell1   | 1794f657-e9e5-4a3a-a5a1-fd2e9beda9d7 |  cmp-0   |',
+      '+-----------+--------------------------------------+----------+',
+    ].join('\n');
+    const out = python(
+      [
+        'import json, sys',
+        ...fns,
+        'up = [{"host": h, "state": "up", "status": "enabled"} for h in ("cmp-0", "cmp-1")]',
+        'mapped = mapped_hosts(sys.argv[1])',
+        'print(json.dumps([sorted(mapped), missing("cmp-0", up, {"cmp-0", "cmp-1"}, mapped),',
+        '                  missing("cmp-1", up, {"cmp-0", "cmp-1"}, mapped), missing("cmp-1", up, {"cmp-0"}, mapped)]))',
+      ].join('\n'),
+      [table],
+    );
+    expect(JSON.parse(out)).toEqual([
+      ['cmp-0'],
+      '',
+      'not mapped to a cell yet (discover_hosts runs again)',
+      'no resource provider in Placement yet',
+    ]);
+  });
+
   it('refuses, with the reason, a keystone database password with @ or %, and a RabbitMQ password with /', () => {
     for (const [name, value, template, reason] of [
       ['keystone_db_password', 'a@b', 'keystone/keystone.conf.hbs', /alembic/],
