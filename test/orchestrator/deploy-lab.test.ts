@@ -272,6 +272,49 @@ describe('stackctl deploy: the identity tier on a 1ctl-1comp lab', () => {
     expect(await lab.startedAt()).toEqual(before);
   }, 180_000);
 
+  it("a Keystone request stuck on the database: uwsgi's tracebacker shows where it waits; it answers once the database does", async () => {
+    const docker = lab.ctl().docker;
+    const mariadb = ['mariadb', '--defaults-extra-file=/etc/mysql/mariadb.conf.d/stackctl/client.cnf'];
+    // a session that holds Keystone's user tables for 20 s: every password login waits on it
+    const lock = docker.exec(
+      'mariadb',
+      [...mariadb, '-e', 'LOCK TABLES keystone.local_user WRITE, keystone.user WRITE; SELECT SLEEP(20)'],
+      { timeoutMs: 60_000 },
+    );
+    await sleep(2_000);
+    const t0 = Date.now();
+    const body = {
+      auth: {
+        identity: {
+          methods: ['password'],
+          password: { user: { name: 'admin', domain: { id: 'default' }, password: secret('keystone_admin_password') } },
+        },
+      },
+    };
+    const login = fetch(`http://${EXTERNAL_VIP}:5000/v3/auth/tokens`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+      signal: AbortSignal.timeout(60_000),
+    }).then(
+      (r) => ({ status: r.status, s: (Date.now() - t0) / 1000 }),
+      (e: Error) => ({ status: 0, s: (Date.now() - t0) / 1000, error: e.message }),
+    );
+    let threads = '';
+    for (let i = 0; i < 20 && !/function = authenticate/.test(threads); i++) {
+      await sleep(1_000);
+      threads = (await keystoneState(docker, 1)).split("keystone's busy threads:\n")[1] ?? '';
+    }
+    // the stack names Keystone's password check waiting for MariaDB's answer
+    expect(threads).toMatch(/tracebacker\d:\n(?:.*\n)*thread_id = uWSGIWorker\dCore\d .*function = authenticate/);
+    expect(threads).toMatch(/pymysql\/connections\.py .*function = _read_packet/);
+    const answer = await login;
+    await lock;
+    // it waited for the lock, then got its token
+    expect(answer, JSON.stringify(answer)).toMatchObject({ status: 201 });
+    expect(answer.s).toBeGreaterThan(10);
+  }, 120_000);
+
   describe('stackctl status', () => {
     const status = async (...extra: string[]) =>
       runCli('status', '-i', lab.inventory, '--services', SERVICES, ...extra);

@@ -61,8 +61,9 @@ export const dueRows = (dryRun: string): string[] =>
     .map((l) => l.trim().replace(/\s+/g, ' '));
 
 /**
- * Keystone's last `tail` log lines (uwsgi logs each request it answered) and MariaDB's process
- * list, from a controller's Docker: what a client that got no answer was waiting for.
+ * Keystone's last `tail` log lines (uwsgi logs each request it answered), MariaDB's process list
+ * and the Python stack of every busy Keystone thread (uwsgi's tracebacker), from a controller's
+ * Docker: what a client that got no answer was waiting for.
  */
 export async function keystoneState(docker: ContainerEngine, tail = 20): Promise<string> {
   const log = await docker.logs('keystone', { tail }).then(
@@ -79,7 +80,22 @@ export async function keystoneState(docker: ContainerEngine, tail = 20): Promise
       (r) => (r.stdout + r.stderr).trim(),
       (e: Error) => `not listed: ${e.message}`,
     );
-  return `keystone's last log lines:\n${log}\nMariaDB's processes:\n${processes}`;
+  // what each uwsgi worker's busy threads are doing (the tracebacker sockets of uwsgi.ini)
+  const threads = await docker
+    .exec(
+      'keystone',
+      [
+        'sh',
+        '-c',
+        'for s in /var/lib/keystone/tracebacker*; do echo "$s:"; timeout 5 uwsgi_python3 --connect-and-read "$s" 2>&1 | grep -v "^\\[uwsgi\\]"; done',
+      ],
+      { timeoutMs: 15_000 },
+    )
+    .then(
+      (r) => (r.stdout + r.stderr).trim(),
+      (e: Error) => `not read: ${e.message}`,
+    );
+  return `keystone's last log lines:\n${log}\nMariaDB's processes:\n${processes}\nkeystone's busy threads:\n${threads}`;
 }
 
 export interface DeployLabOptions {
