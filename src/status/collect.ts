@@ -14,7 +14,7 @@ import { pinnedRef } from '../roles/release.js';
 import { short, type TagCheck } from '../images/pin.js';
 import type { ServiceRoles } from '../roles/service-roles.js';
 import { readCluster, type ClusterView } from './clusters.js';
-import { configDrift, configFindings, containerFindings, containerStatus } from './containers.js';
+import { checkNow, configDrift, configFindings, containerFindings, containerStatus } from './containers.js';
 import { outageFinding } from './galera.js';
 import { knownPosition, readMember, type MemberState } from '../recover/members.js';
 import { runningState } from '../recover/format.js';
@@ -206,6 +206,8 @@ export async function collectStatus(
               return p;
             }),
           );
+          // Docker's health still `starting` (its first check is an interval away): run the check now
+          const checked = await Promise.all(infos.map((info, i) => checkNow(a, w.containers[i]!, info)));
           let drift: NodeStatus['configFiles']['drift'] = [];
           if (w.configs.length) {
             const r = await a.exec(['sha256sum', '--', ...w.configs.map((c) => c.dest)], { timeoutMs });
@@ -216,7 +218,7 @@ export async function collectStatus(
             role: pn.role,
             address,
             reachable: true,
-            containers: w.containers.map((c, i) => containerStatus(c, infos[i], imageDigests[i])),
+            containers: w.containers.map((c, i) => containerStatus(c, infos[i], imageDigests[i], checked[i])),
             configFiles: { checked: w.configs.length, drift },
             ms: now() - started,
           };

@@ -6,7 +6,7 @@
  */
 import { ContainerAction, diffConfig, diffContainer, parseSha256sum } from '../orchestrator/state.js';
 import type { ConfigWork, ContainerWork } from '../orchestrator/planner.js';
-import type { ContainerInfo } from '../remote/index.js';
+import type { ContainerEngine, ContainerInfo } from '../remote/index.js';
 import { short } from '../images/pin.js';
 import {
   ConfigState,
@@ -57,13 +57,15 @@ export function pinnedDigestOf(ref: string): string | undefined {
 }
 
 /**
- * Status of one planned container from its inspect result (undefined: no such container) and the
- * RepoDigests of the image it runs (undefined: not looked at).
+ * Status of one planned container from its inspect result (undefined: no such container), the
+ * RepoDigests of the image it runs (undefined: not looked at) and, when Docker's health was still
+ * `starting`, the result of its healthcheck command run by status (checkNow).
  */
 export function containerStatus(
   work: ContainerWork,
   info: ContainerInfo | undefined,
   imageDigests?: readonly string[],
+  checkedNow?: ContainerStatus['checkedNow'],
 ): ContainerStatus {
   const wanted = { wanted: work.image, wantedTag: tagOf(work.image) };
   if (!info) {
@@ -77,8 +79,10 @@ export function containerStatus(
     };
   }
   const state = DOCKER_STATE[info.state.status] ?? ContainerState.EXITED;
-  const health =
+  const docker =
     state === ContainerState.RUNNING ? (DOCKER_HEALTH[info.state.health ?? ''] ?? Health.NONE) : Health.NONE;
+  const now = docker === Health.STARTING ? checkedNow : undefined;
+  const health = now?.passed ? Health.HEALTHY : docker;
   const diff = diffContainer(work, info);
   const outdated = diff.action === ContainerAction.RECREATE;
   const pinned = pinnedDigestOf(work.image);
@@ -99,6 +103,7 @@ export function containerStatus(
     state,
     health,
     ...(state === ContainerState.RUNNING ? {} : { exitCode: info.state.exitCode }),
+    ...(now ? { checkedNow: now } : {}),
     image: {
       running: info.image,
       runningTag: tagOf(info.image),
@@ -118,7 +123,10 @@ export function containerFindings(node: string, c: ContainerStatus): Finding[] {
   if (c.state !== ContainerState.RUNNING) {
     out.push(f(Severity.UNHEALTHY, `${c.state}${c.exitCode === undefined ? '' : ` (exit code ${c.exitCode})`}`));
   } else if (c.health === Health.UNHEALTHY || c.health === Health.STARTING) {
-    out.push(f(Severity.UNHEALTHY, `running but ${c.health}`));
+    const now = c.checkedNow
+      ? ` (its check, run now, ${c.checkedNow.exitCode === undefined ? 'did not finish' : `exits ${c.checkedNow.exitCode}`})`
+      : '';
+    out.push(f(Severity.UNHEALTHY, `running but ${c.health}${now}`));
   }
   if (!c.image.matches) {
     out.push(f(Severity.DRIFT, `runs ${c.image.running ?? '?'}, the plan wants ${c.image.wanted}`));
@@ -149,4 +157,29 @@ export function configFindings(node: string, drift: readonly ConfigFileDrift[]):
     subject: d.path,
     message: `config file ${d.detail} (a deploy would upload it)`,
   }));
+}
+
+/** What status needs of a node to run a healthcheck command in a container. */
+export interface CheckAccess {
+  readonly docker: Pick<ContainerEngine, 'exec'>;
+}
+
+/**
+ * A running container whose Docker health is still `starting` gets its healthcheck command run
+ * now, as the deploy's gate runs it: Docker's own first check comes an interval (10 s or more)
+ * after a start, so a status right after a deploy would otherwise call a container that passed
+ * the deploy's gate unhealthy. Undefined when nothing was run (no check, or Docker has a verdict).
+ */
+export async function checkNow(
+  access: CheckAccess,
+  work: ContainerWork,
+  info: ContainerInfo | undefined,
+): Promise<ContainerStatus['checkedNow']> {
+  const hc = work.definition.healthcheck;
+  if (!hc || !info?.state.running || info.state.health !== 'starting') return undefined;
+  const code = await access.docker.exec(work.name, hc.test, { timeoutMs: (hc.timeout_s ?? 5) * 1000 }).then(
+    (x): number | undefined => x.code,
+    () => undefined, // did not finish in time, or could not be run
+  );
+  return code === undefined ? { passed: false } : { passed: code === 0, exitCode: code };
 }

@@ -36,7 +36,7 @@ export function formatNode(n: NodeStatus): string {
       n.containers.map((c) => [
         c.name,
         c.exitCode === undefined ? c.state : `${c.state}(${c.exitCode})`,
-        c.health,
+        c.checkedNow ? `${c.health} (checked now)` : c.health,
         c.image.matches ? c.image.wantedTag : `${c.image.runningTag ?? '-'} (want ${c.image.wantedTag})`,
         c.config.state === ConfigState.OUTDATED
           ? `would be recreated: ${c.config.changed.join(', ')}`

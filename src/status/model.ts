@@ -107,6 +107,11 @@ export interface ContainerStatus {
   readonly health: Health;
   /** Exit code of a container that is not running. */
   readonly exitCode?: number;
+  /**
+   * Docker's health is `starting` (its first check is an interval away after a start): status ran
+   * the healthcheck command itself, as the deploy's gate does. `passed` makes `health` healthy.
+   */
+  readonly checkedNow?: { readonly passed: boolean; readonly exitCode?: number };
   readonly image: {
     /** The image reference the container was created from (absent when missing). */
     readonly running?: string;

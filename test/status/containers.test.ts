@@ -1,7 +1,7 @@
 /** A planned container against Docker's inspect result: state, health, image tag and config hash. */
 import { describe, expect, it } from 'vitest';
 import { LABEL } from '../../src/orchestrator/state.js';
-import { configDrift, containerFindings, containerStatus, tagOf } from '../../src/status/containers.js';
+import { checkNow, configDrift, containerFindings, containerStatus, tagOf } from '../../src/status/containers.js';
 import { deployed, labPlan, workOn } from './fixture.js';
 
 const { deployPlan } = labPlan(['memcached', 'mariadb']);
@@ -113,6 +113,68 @@ describe('containerStatus', () => {
     const s = containerStatus(memcached, info());
     expect([s.state, s.health]).toEqual([state, health]);
     expect(containerFindings('ctl-0', s).map((f) => [f.severity, f.message])).toEqual(findings);
+  });
+
+  describe("Docker's health still starting: status runs the healthcheck itself, as the deploy's gate does", () => {
+    /** A node whose exec answers with `code` (undefined: the call fails, as past its deadline). */
+    const access = (code: number | undefined, calls: unknown[][] = []) => ({
+      docker: {
+        exec: (name: string, cmd: readonly string[], o: { timeoutMs: number }) => {
+          calls.push([name, cmd, o.timeoutMs]);
+          return code === undefined
+            ? Promise.reject(new Error('timed out'))
+            : Promise.resolve({ code, stdout: '', stderr: '' });
+        },
+      },
+    });
+
+    it("runs the container's own test with its timeout; a pass makes it healthy, with no finding", async () => {
+      const calls: unknown[][] = [];
+      const info = deployed(cloud, memcached, { health: 'starting' });
+      const now = await checkNow(access(0, calls), memcached, info);
+      expect(calls).toEqual([
+        [
+          'memcached',
+          memcached.definition.healthcheck!.test,
+          (memcached.definition.healthcheck!.timeout_s ?? 5) * 1000,
+        ],
+      ]);
+      const s = containerStatus(memcached, info, undefined, now);
+      expect([s.health, s.checkedNow]).toEqual(['healthy', { passed: true, exitCode: 0 }]);
+      expect(containerFindings('ctl-0', s)).toEqual([]);
+    });
+
+    it('a failing or unfinished check leaves it starting, and the finding says what the check did', async () => {
+      const info = deployed(cloud, memcached, { health: 'starting' });
+      for (const [code, message] of [
+        [1, 'running but starting (its check, run now, exits 1)'],
+        [undefined, 'running but starting (its check, run now, did not finish)'],
+      ] as const) {
+        const s = containerStatus(memcached, info, undefined, await checkNow(access(code), memcached, info));
+        expect(s.health).toBe('starting');
+        expect(containerFindings('ctl-0', s).map((f) => [f.severity, f.message])).toEqual([['unhealthy', message]]);
+      }
+    });
+
+    it('nothing is run when Docker has a verdict, the container is not running, or it has no check', async () => {
+      const calls: unknown[][] = [];
+      const a = access(0, calls);
+      expect(await checkNow(a, memcached, deployed(cloud, memcached, { health: 'unhealthy' }))).toBeUndefined();
+      expect(await checkNow(a, memcached, deployed(cloud, memcached, { health: 'healthy' }))).toBeUndefined();
+      expect(
+        await checkNow(a, memcached, deployed(cloud, memcached, { status: 'exited', running: false, exitCode: 1 })),
+      ).toBeUndefined();
+      expect(await checkNow(a, memcached, undefined)).toBeUndefined();
+      const bare = { ...memcached, definition: { ...memcached.definition, healthcheck: undefined } };
+      expect(await checkNow(a, bare, deployed(cloud, memcached, { health: 'starting' }))).toBeUndefined();
+      expect(calls).toEqual([]);
+      // an unhealthy verdict is Docker's: a passing check run by hand does not overrule it
+      const s = containerStatus(memcached, deployed(cloud, memcached, { health: 'unhealthy' }), undefined, {
+        passed: true,
+        exitCode: 0,
+      });
+      expect(s.health).toBe('unhealthy');
+    });
   });
 
   it('another image tag and changed inputs: drift, naming both tags and what the deploy would recreate it for', () => {
