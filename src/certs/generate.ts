@@ -53,6 +53,11 @@ export interface GenerateCertsInput {
   readonly tls: Tls | undefined;
   readonly inputs: CertInputs;
   readonly now?: () => Date;
+  /**
+   * `certs renew`: also reissue generated certificates with fewer than `days` days left (when that
+   * is above the policy's margin) and those named in `force`, even when still right.
+   */
+  readonly renew?: { readonly days: number; readonly force: ReadonlySet<TlsEndpoint> };
 }
 
 /** Issue what is missing or stale; the caller holds the run lock and checked the operator's files. */
@@ -158,7 +163,9 @@ async function endpoint(
   const exists = bothExist(files);
   let reason: string | undefined;
   if (exists.cert || exists.key) {
-    reason = staleness(files, want, ca.certPem, now);
+    const days = Math.max(CERT_POLICY.renewBeforeDays, input.renew?.days ?? 0);
+    reason = staleness(files, want, ca.certPem, now, days);
+    if (!reason && input.renew?.force.has(name)) reason = 'renewal asked for (--cert)';
     if (!reason) return { name, action: 'kept', cert: files.cert };
   }
   ensureCertsDir(input.dir);
@@ -181,7 +188,13 @@ async function endpoint(
 }
 
 /** Why an existing generated certificate must be reissued, or undefined when it is right. */
-function staleness(files: { cert: string; key: string }, want: Sans, caPem: string, now: Date): string | undefined {
+function staleness(
+  files: { cert: string; key: string },
+  want: Sans,
+  caPem: string,
+  now: Date,
+  renewBeforeDays: number,
+): string | undefined {
   const exists = bothExist(files);
   if (!exists.cert) return 'its certificate file is missing';
   if (!exists.key) return 'its key file is missing';
@@ -200,8 +213,7 @@ function staleness(files: { cert: string; key: string }, want: Sans, caPem: stri
   const changes = sanChanges(info.sans, want);
   if (changes) return `its SANs no longer match the inventory (${changes})`;
   const daysLeft = Math.floor((info.notAfter.getTime() - now.getTime()) / DAY_MS);
-  if (daysLeft < CERT_POLICY.renewBeforeDays)
-    return daysLeft < 0 ? 'it has expired' : `it expires in ${daysLeft} day(s)`;
+  if (daysLeft < renewBeforeDays) return daysLeft < 0 ? 'it has expired' : `it expires in ${daysLeft} day(s)`;
   return undefined;
 }
 

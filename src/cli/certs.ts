@@ -1,12 +1,15 @@
 import type { Command } from 'commander';
-import { ValidationFailed, type Issue } from '../core/errors.js';
+import { UsageError, ValidationFailed, type Issue } from '../core/errors.js';
+import { EXPIRY_THRESHOLD_DAYS } from '../certs/expiry.js';
 import { checkOperatorTls } from '../certs/check.js';
 import type { CertInputs } from '../certs/endpoints.js';
 import { certsDirFor } from '../certs/files.js';
-import { generateCerts } from '../certs/generate.js';
+import { CERT_POLICY, generateCerts } from '../certs/generate.js';
+import { TLS_ENDPOINTS, type TlsEndpoint } from '../inventory/schema.js';
 import { listCerts, type CertRow } from '../certs/list.js';
 import { loadAll, type Loaded } from './context.js';
 import { out, printIssues, table } from './output.js';
+import { numberOption } from './numbers.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
 import { withRunLock } from './run-lock.js';
 
@@ -49,7 +52,7 @@ export function tlsIssues(all: Loaded, now = new Date()): Issue[] {
   });
 }
 
-/** `stackctl certs generate|list`: the cloud's CA and the certificates of its TLS endpoints. */
+/** `stackctl certs generate|renew|list`: the cloud's CA and the certificates of its TLS endpoints. */
 export function registerCerts(program: Command): void {
   const certs = program.command('certs').description("the cloud's CA and TLS certificates (docs/tls.md)");
   inventoryOptions(certs.command('generate'))
@@ -58,6 +61,20 @@ export function registerCerts(program: Command): void {
         'keeps those still right, reissues those that no longer fit; never prints a key',
     )
     .action((opts: CommonOpts) => withRunLock(opts.inventory, () => generate(opts)));
+  inventoryOptions(certs.command('renew'))
+    .description(
+      'reissue the generated certificates with fewer than --days left (and any named with --cert), ' +
+        'then say how to roll them out; the CA and the operator-provided ones are never touched',
+    )
+    .addOption(
+      numberOption(
+        '--days <n>',
+        'reissue those with fewer days left (default: the inventory tls.expiry_days, else 30)',
+        RENEW_DAYS,
+      ),
+    )
+    .option('--cert <name...>', `reissue these even when still right (${TLS_ENDPOINTS.join(', ')})`)
+    .action((opts: RenewOpts) => withRunLock(opts.inventory, () => renew(opts)));
   inventoryOptions(certs.command('list'))
     .description('every certificate: subject, SANs, issuer, expiry, days left, generated or operator')
     .option('--json', 'machine-readable result on stdout')
@@ -80,6 +97,62 @@ async function generate(opts: CommonOpts): Promise<void> {
     const action = o.action === 'operator' ? "operator's, checked" : o.action;
     out(`${o.name}: ${action} ${o.cert}${o.reason ? ` (${o.reason})` : ''}\n`);
   }
+}
+
+/** `--days` of `certs renew`: up to a generated certificate's whole life. */
+const RENEW_DAYS = { min: 1, max: CERT_POLICY.leafDays } as const;
+
+interface RenewOpts extends CommonOpts {
+  days?: number;
+  cert?: string[];
+}
+
+/**
+ * Reissue what nears its end (or is named), under the run lock. The rollout is the deploy's: the
+ * containers that read a certificate (HAProxy) get a new config hash and are recreated node by node.
+ */
+async function renew(opts: RenewOpts): Promise<void> {
+  const all = loadAll(opts);
+  printIssues(all.warnings.filter((w) => w.code !== 'W_NO_SECRETS'));
+  const tls = all.loaded.inventory.tls;
+  const force = new Set<TlsEndpoint>();
+  for (const name of opts.cert ?? []) {
+    if (!(TLS_ENDPOINTS as readonly string[]).includes(name))
+      throw new UsageError('E_CERT_NAME', `--cert ${name}: no such certificate`, {
+        hint: `The certificates stackctl issues: ${TLS_ENDPOINTS.join(', ')} ('certs list' shows them).`,
+      });
+    const endpoint = name as TlsEndpoint;
+    if (tls?.endpoints?.[endpoint])
+      throw new UsageError(
+        'E_CERT_OPERATOR',
+        `--cert ${name}: this certificate is the operator's (tls.endpoints.${name})`,
+        {
+          hint: "stackctl only renews what it issued: replace the operator's files named in the inventory, then deploy.",
+        },
+      );
+    force.add(endpoint);
+  }
+  const faults = tlsIssues(all);
+  if (faults.length) throw new ValidationFailed(opts.inventory, faults);
+  const days = opts.days ?? tls?.expiry_days ?? EXPIRY_THRESHOLD_DAYS;
+  const outcomes = await generateCerts({
+    inventoryFile: all.inventoryFile,
+    dir: certsDirFor(all.inventoryFile),
+    tls,
+    inputs: certInputsOf(all),
+    renew: { days, force },
+  });
+  for (const o of outcomes) {
+    const action = o.action === 'operator' ? "operator's, left alone" : o.action;
+    out(`${o.name}: ${action} ${o.cert}${o.reason ? ` (${o.reason})` : ''}\n`);
+  }
+  const renewed = outcomes.filter((o) => o.action === 'reissued' || o.action === 'created');
+  out(
+    renewed.length
+      ? `${renewed.length} certificate(s) issued. Roll them out: stackctl deploy -i ${opts.inventory} ` +
+          '(the containers that read them are recreated, node by node; docs/tls.md).\n'
+      : `Nothing to renew: every generated certificate has ${days} or more days left.\n`,
+  );
 }
 
 function list(opts: CommonOpts & { json?: boolean }): void {

@@ -1,5 +1,5 @@
 /**
- * `stackctl certs generate|list` on a copy of the lab inventory: the chain
+ * `stackctl certs generate|renew|list` on a copy of the lab inventory: the chain
  * openssl verifies, the SANs it shows, the files' modes, a re-run that
  * changes nothing and a VIP change that reissues exactly what it touches.
  */
@@ -123,6 +123,56 @@ describe('stackctl certs generate', () => {
       'IP Address:10.0.0.249',
     );
     expect(openssl('verify', '-CAfile', join(dir, 'ca.pem'), join(dir, 'public.pem'))).toContain('OK');
+  });
+
+  it('renew: nothing with days enough left; --days reissues what has fewer, --cert what it names; the CA stays', async () => {
+    const inv = copyInventory('lab.yaml');
+    await runCli('certs', 'generate', '-i', inv);
+    const dir = certsDir(inv);
+    const before = snapshot(dir);
+    let r = await runCli('certs', 'renew', '-i', inv);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain('Nothing to renew: every generated certificate has 30 or more days left.');
+    expect(snapshot(dir)).toEqual(before);
+
+    r = await runCli('certs', 'renew', '-i', inv, '--cert', 'public');
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain(`public: reissued ${join(dir, 'public.pem')} (renewal asked for (--cert))`);
+    expect(r.stdout).toContain(`1 certificate(s) issued. Roll them out: stackctl deploy -i ${inv}`);
+    let after = snapshot(dir);
+    for (const f of ['ca.pem', 'ca.key', 'internal.pem', 'internal.key', 'registry.pem', 'registry.key'])
+      expect(after[f]).toBe(before[f]);
+    expect(after['public.key']).not.toBe(before['public.key']);
+    expect(openssl('verify', '-CAfile', join(dir, 'ca.pem'), join(dir, 'public.pem'))).toContain('OK');
+
+    // every leaf was issued for 825 days: under a threshold of 825 each has fewer left
+    r = await runCli('certs', 'renew', '-i', inv, '--days', '825');
+    expect(r.code, r.stderr).toBe(0);
+    for (const e of ['public', 'internal', 'registry'])
+      expect(r.stdout).toContain(`${e}: reissued ${join(dir, `${e}.pem`)} (it expires in 824 day(s))`);
+    expect(r.stdout).toContain('ca: kept');
+    after = snapshot(dir);
+    expect([after['ca.pem'], after['ca.key']]).toEqual([before['ca.pem'], before['ca.key']]);
+  });
+
+  it('renew refuses an unknown name, an operator certificate and a --days beyond a certificate life, writing nothing', async () => {
+    const inv = copyInventory('lab.yaml');
+    await runCli('certs', 'generate', '-i', inv);
+    const before = snapshot(certsDir(inv));
+    let r = await runCli('certs', 'renew', '-i', inv, '--cert', 'nope');
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('error E_CERT_NAME: --cert nope: no such certificate');
+    r = await runCli('certs', 'renew', '-i', inv, '--days', '826');
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('--days must be a whole number from 1 to 825');
+    writeFileSync(
+      inv,
+      `${readFileSync(inv, 'utf8')}\ntls:\n  endpoints:\n    public: { cert: pki/api.pem, key: pki/api.key }\n`,
+    );
+    r = await runCli('certs', 'renew', '-i', inv, '--cert', 'public');
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("error E_CERT_OPERATOR: --cert public: this certificate is the operator's");
+    expect(snapshot(certsDir(inv))).toEqual(before);
   });
 
   it('refuses a generated CA key readable by group or others, and writes nothing', async () => {

@@ -71,6 +71,7 @@ describe('the number parser of every option', () => {
     // the commands that take numbers: a new one is listed here once it parses with numberOption
     expect(new Set(found.map((f) => f.command))).toEqual(
       new Set([
+        'certs renew',
         'nodes power',
         'nodes bootdev',
         'nodes trust',

@@ -315,6 +315,7 @@ describe('an inventory that is not a regular file', () => {
 const LOCKING: readonly (readonly string[])[] = [
   ['secrets', 'generate'],
   ['certs', 'generate'],
+  ['certs', 'renew'],
   ['rotate', 'keystone-keys'],
   ['rotate', 'keystone-credential-keys'],
   ['plan'], // a fresh inventory: new IPAM allocations to save

@@ -341,7 +341,7 @@ describe('HTTPS on the public VIP of a 1ctl-1comp lab', () => {
     expect(credentialBlob(id2)).toBe(blob2);
   });
 
-  it('a certificate with one day left, deployed, recreates HAProxy only and makes status fail naming it', async () => {
+  it('a certificate with one day left, deployed, recreates HAProxy only and makes status fail naming it; certs renew and a deploy make it healthy again', async () => {
     const before = await lab.startedAt();
     const ca = { certPem: readFileSync(`${certs}/ca.pem`, 'utf8'), keyPem: readFileSync(`${certs}/ca.key`, 'utf8') };
     const keys = await generateKeyPair();
@@ -371,5 +371,21 @@ describe('HTTPS on the public VIP of a 1ctl-1comp lab', () => {
     expect(st.findings).toContainEqual(
       expect.objectContaining({ subject: 'certificate public', message: expect.stringMatching(/expires in 0 day/) }),
     );
+
+    // certs renew reissues exactly that one (under tls.expiry_days), the deploy restarts HAProxy only, status is healthy
+    const renew = await runCli('certs', 'renew', '-i', lab.inventory);
+    expect(renew.code, renew.stderr).toBe(0);
+    expect(renew.stdout).toMatch(/^public: reissued \S+ \(it expires in 0 day\(s\)\)$/m);
+    expect(renew.stdout).toMatch(/^ca: kept /m);
+    expect(renew.stdout).toContain('1 certificate(s) issued. Roll them out: stackctl deploy');
+    const renewed = await lab.startedAt();
+    const t1 = Date.now();
+    const { report: again } = await lab.deploy({ services: SERVICES });
+    timings.push(['redeploy with the renewed certificate', seconds(t1)]);
+    expect(again?.ok).toBe(true);
+    const later = await lab.startedAt();
+    expect([...later].filter(([k, v]) => renewed.get(k) !== v).map(([k]) => k)).toEqual(['ctl-0/haproxy']);
+    const healthy = await status();
+    expect(healthy.code, JSON.stringify(healthy.report.findings)).toBe(0);
   });
 });
