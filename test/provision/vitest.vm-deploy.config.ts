@@ -9,6 +9,7 @@ export default defineConfig({
   test: {
     root: new URL('../..', import.meta.url).pathname,
     include: ['test/provision/deploy-vm-lab.e2e.ts'],
+    reporters: ['default', './test/reporters/failure-digest.ts'],
     testTimeout: 1_800_000,
     hookTimeout: 1_800_000,
   },

@@ -5,6 +5,7 @@ export default defineConfig({
   test: {
     root: new URL('../..', import.meta.url).pathname,
     include: ['test/upgrade/ovn-backup.e2e.ts'],
+    reporters: ['default', './test/reporters/failure-digest.ts'],
     testTimeout: 600_000,
     hookTimeout: 600_000,
   },

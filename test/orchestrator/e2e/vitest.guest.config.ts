@@ -5,6 +5,7 @@ export default defineConfig({
   test: {
     root: new URL('../../..', import.meta.url).pathname,
     include: ['test/orchestrator/e2e/guest-image.e2e.ts', 'test/orchestrator/e2e/guest.e2e.ts'],
+    reporters: ['default', './test/reporters/failure-digest.ts'],
     testTimeout: 900_000,
     hookTimeout: 1_800_000,
   },
