@@ -94,6 +94,44 @@ function lastRun(): JournalRecord[] {
   return all.slice(start.i).filter((r) => r.run === start.r.run);
 }
 
+/** NB_Global's nb_cfg, each Chassis_Private's, and the end of each compute's ovn-controller log. */
+async function ovnLiveness(): Promise<string> {
+  const ctl = lab.remote('ctl-0').docker;
+  const run = (container: string, cmd: string[]) =>
+    ctl.exec(container, cmd, { timeoutMs: 15_000 }).then(
+      (r) => (r.stdout + r.stderr).trim(),
+      (e: Error) => `not read: ${e.message}`,
+    );
+  const nb = await run('ovn_nb_db', [
+    'ovn-nbctl',
+    '--db=unix:/run/ovn/ovnnb_db.sock',
+    'get',
+    'NB_Global',
+    '.',
+    'nb_cfg',
+  ]);
+  const chassis = await run('ovn_sb_db', [
+    'ovn-sbctl',
+    '--db=unix:/run/ovn/ovnsb_db.sock',
+    '--columns=name,nb_cfg,nb_cfg_timestamp',
+    'list',
+    'Chassis_Private',
+  ]);
+  const logs = await Promise.all(
+    ['cmp-0', 'cmp-1'].map(async (n) => {
+      const l = await lab
+        .remote(n)
+        .docker.logs('ovn_controller', { tail: 15 })
+        .then(
+          (x) => (x.stdout + x.stderr).trim(),
+          (e: Error) => `no log: ${e.message}`,
+        );
+      return `${n} ovn_controller's last log lines:\n${l}`;
+    }),
+  );
+  return [`NB_Global nb_cfg: ${nb}`, `Chassis_Private:\n${chassis}`, ...logs].join('\n');
+}
+
 /** What a round must leave: healthy, nothing left to do, nothing done twice. */
 async function checkRound(what: string): Promise<string[]> {
   const problems: string[] = [];
@@ -110,6 +148,9 @@ async function checkRound(what: string): Promise<string[]> {
     // a client that did not answer (seen after upgrade rounds and in CI): what Keystone and the
     // database were doing then
     if (/did not finish/.test(findings)) findings += `\n${await keystoneState(lab.remote('ctl-0').docker)}`;
+    // an OVN agent Neutron calls not alive: how far each chassis is behind NB_Global's nb_cfg (Zed
+    // counts it alive up to one behind), and what its ovn-controller last logged
+    if (/not alive/.test(findings)) findings += `\n${await ovnLiveness()}`;
     problems.push(`${what}: status exit ${st.code}: ${findings}`);
   }
   const dry = await runCli('deploy', '-i', lab.inventory, '--releases', releases, '--dry-run');
