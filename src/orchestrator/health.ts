@@ -43,6 +43,22 @@ export async function logTail(docker: Pick<ContainerEngine, 'logs'>, name: strin
   }
 }
 
+/**
+ * Run the container's healthcheck command once, bounded by its own timeout (default 5 s):
+ * its exit code, or undefined when it did not finish in time or could not be run.
+ */
+export async function runHealthcheck(
+  docker: Pick<ContainerEngine, 'exec'>,
+  w: ContainerWork,
+): Promise<number | undefined> {
+  const hc = w.definition.healthcheck;
+  if (!hc) return undefined;
+  return docker.exec(w.name, hc.test, { timeoutMs: (hc.timeout_s ?? 5) * 1000 }).then(
+    (r): number | undefined => r.code,
+    () => undefined,
+  );
+}
+
 /** Wait until the container is healthy (its healthcheck, or running for 2 s without one); errors carry its log. */
 export async function waitHealthy(access: HealthAccess, w: ContainerWork, o: HealthWait): Promise<void> {
   const deadline = o.now() + healthDeadlineMs(w);
@@ -67,10 +83,7 @@ export async function waitHealthy(access: HealthAccess, w: ContainerWork, o: Hea
     if (info.state.health === 'healthy') return;
     if (info.state.running) {
       if (hc) {
-        const r = await access.docker
-          .exec(w.name, hc.test, { timeoutMs: (hc.timeout_s ?? 5) * 1000 })
-          .catch(() => ({ code: -1 }));
-        if (r.code === 0) return;
+        if ((await runHealthcheck(access.docker, w)) === 0) return;
       } else if (o.now() - startedAt >= 2000) return;
     }
     if (o.now() > deadline || o.signal?.aborted) {

@@ -6,6 +6,7 @@
  */
 import { ContainerAction, diffConfig, diffContainer, parseSha256sum } from '../orchestrator/state.js';
 import type { ConfigWork, ContainerWork } from '../orchestrator/planner.js';
+import { runHealthcheck } from '../orchestrator/health.js';
 import type { ContainerEngine, ContainerInfo } from '../remote/index.js';
 import { short } from '../images/pin.js';
 import {
@@ -175,11 +176,7 @@ export async function checkNow(
   work: ContainerWork,
   info: ContainerInfo | undefined,
 ): Promise<ContainerStatus['checkedNow']> {
-  const hc = work.definition.healthcheck;
-  if (!hc || !info?.state.running || info.state.health !== 'starting') return undefined;
-  const code = await access.docker.exec(work.name, hc.test, { timeoutMs: (hc.timeout_s ?? 5) * 1000 }).then(
-    (x): number | undefined => x.code,
-    () => undefined, // did not finish in time, or could not be run
-  );
+  if (!work.definition.healthcheck || !info?.state.running || info.state.health !== 'starting') return undefined;
+  const code = await runHealthcheck(access.docker, work); // undefined: did not finish in time, or could not be run
   return code === undefined ? { passed: false } : { passed: code === 0, exitCode: code };
 }
