@@ -45,7 +45,7 @@ import {
   type OpenStackClient,
 } from './openstack-client.js';
 import { networkExpectation } from '../roles/network-agents.js';
-import { evaluateNetwork, parseChassisJson } from './network.js';
+import { AGENT_RECHECK_MS, evaluateNetwork, parseChassisJson, plannedAgentDown } from './network.js';
 import { STATUS_EXIT, verdictOf } from './verdict.js';
 import { EXPIRY_THRESHOLD_DAYS, evaluateExpiry, expiryProblem, type ReadCertificate } from '../certs/expiry.js';
 
@@ -79,6 +79,8 @@ export interface StatusDeps {
    */
   readonly readCertificates?: () => Promise<readonly ReadCertificate[]>;
   readonly now?: () => number;
+  /** Pause between the two agent listings (default setTimeout). */
+  readonly sleep?: (ms: number) => Promise<void>;
 }
 
 /** What to compare the nodes with. */
@@ -174,6 +176,7 @@ export async function collectStatus(
   opts: StatusOptions = {},
 ): Promise<StatusReport> {
   const now = deps.now ?? Date.now;
+  const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
   const t0 = now();
   const timeoutMs = opts.timeoutMs ?? STATUS_DEFAULTS.timeoutMs;
   const concurrency = opts.concurrency ?? STATUS_DEFAULTS.concurrency;
@@ -470,16 +473,23 @@ export async function collectStatus(
       found.push(problem('chassis', message));
       return {};
     };
-    const agentsRead = async (): Promise<{ agents?: NetworkAgentRow[]; via?: string }> => {
+    const agentsRead = async (): Promise<{ agents?: NetworkAgentRow[]; via?: string; askedTwice?: boolean }> => {
       const admin = adminClient();
       if ('error' in admin) {
         errors.push(`Neutron's agents not asked: ${admin.error}`);
         found.push(problem('network agents', admin.error));
         return {};
       }
+      const list = (): Promise<NetworkAgentRow[]> =>
+        withDeadline(listNetworkAgents(admin.client), timeoutMs + 5000, `${admin.at}: openstack`);
       try {
-        const agents = await withDeadline(listNetworkAgents(admin.client), timeoutMs + 5000, `${admin.at}: openstack`);
-        return { agents, via: admin.at };
+        const first = await list();
+        if (!plannedAgentDown(want, first)) return { agents: first, via: admin.at };
+        // Neutron 21 reports every OVN agent dead in the one listing that sends its second liveness
+        // ping (it skips a chassis' first nb_cfg answer, 0 -> 1): a listing AGENT_RECHECK_MS later
+        // sends none and reads the chassis' answer to it. An agent down in both is down.
+        await sleep(AGENT_RECHECK_MS);
+        return { agents: await list(), via: admin.at, askedTwice: true };
       } catch (err) {
         errors.push(messageOf(err));
         found.push(problem('network agents', messageOf(err)));
@@ -487,7 +497,7 @@ export async function collectStatus(
       }
     };
     const [chassis, agents] = await Promise.all([chassisRead(), agentsRead()]);
-    found.push(...evaluateNetwork(want, chassis.rows, agents.agents));
+    found.push(...evaluateNetwork(want, chassis.rows, agents.agents, agents.askedTwice ? AGENT_RECHECK_MS : undefined));
     const state = !chassis.rows && !agents.agents ? ViewState.UNKNOWN : found.length ? ViewState.PROBLEM : ViewState.OK;
     return {
       view: {

@@ -50,11 +50,28 @@ export const flaggedGateway = (row: ChassisRow): boolean =>
     .map((o) => o.trim())
     .includes(GATEWAY_FLAG);
 
-/** Findings from the chassis rows (undefined: not read) and Neutron's agents (undefined: not asked). */
+/** One row of Neutron's agent list, as the dataplane check reads it. */
+type AgentRow = { readonly type: string; readonly host: string; readonly alive: boolean };
+
+/**
+ * How long status waits before asking Neutron for its agents again when a planned agent was listed
+ * not alive: the chassis answer a liveness ping within a second (collect.ts says why it asks twice).
+ */
+export const AGENT_RECHECK_MS = 3000;
+
+/** Does the list show a planned agent not alive (or lack one)? Then status asks again. */
+export const plannedAgentDown = (want: NetworkExpectation, agents: readonly AgentRow[]): boolean =>
+  want.agents.some((w) => !agents.some((a) => a.host === w.host && a.type === w.type && a.alive));
+
+/**
+ * Findings from the chassis rows (undefined: not read) and Neutron's agents (undefined: not asked;
+ * recheckedMs: the list is a second one, asked that long after a first that showed an agent down).
+ */
 export function evaluateNetwork(
   want: NetworkExpectation,
   rows: readonly ChassisRow[] | undefined,
-  agents: readonly { readonly type: string; readonly host: string; readonly alive: boolean }[] | undefined,
+  agents: readonly AgentRow[] | undefined,
+  recheckedMs?: number,
 ): Finding[] {
   const out: Finding[] = [];
   const add = (severity: Severity, node: string, subject: string, message: string): void =>
@@ -99,7 +116,13 @@ export function evaluateNetwork(
           w.type,
           `not in Neutron's agent list${other ? ` (the node has an ${other.type} instead)` : ''}`,
         );
-      } else if (!a.alive) add(Severity.UNHEALTHY, w.host, w.type, 'Neutron reports it not alive');
+      } else if (!a.alive)
+        add(
+          Severity.UNHEALTHY,
+          w.host,
+          w.type,
+          `Neutron reports it not alive${recheckedMs ? ` (asked twice, ${recheckedMs / 1000} s apart)` : ''}`,
+        );
     }
     for (const a of agents)
       if (!planned(a) && !a.alive)

@@ -20,12 +20,17 @@ const sample = (name: string): string => readFileSync(join(import.meta.dirname, 
 const ok = (stdout: string): ExecResult => ({ code: 0, stdout, stderr: '' });
 const PASSWORD = 'S3cret-admin-pw';
 
-/** Nodes whose containers are all deployed as planned; `tweak` may change or drop them. */
+/**
+ * Nodes whose containers are all deployed as planned; `tweak` may change or drop them. `agentLists`:
+ * Neutron's answers to successive agent listings (the last one repeats; default the sample).
+ */
 function cloud(
   services: readonly string[],
   tweak: (node: string, c: Map<string, ContainerInfo>) => void = () => undefined,
   pin?: string,
+  agentLists: readonly string[] = [sample('openstack-network-agent-list.json')],
 ) {
+  let listings = 0;
   const { plan, deployPlan } = labPlan(services, pin);
   const calls: ExecCall[] = [];
   // the fake containers all run image sha256:0; pinned, it carries every repository's pinned digest
@@ -40,7 +45,7 @@ function cloud(
       return ok(sample('openstack-compute-service-list.json'));
     if (argv.join(' ') === 'openstack hypervisor list -f json') return ok(sample('openstack-hypervisor-list.json'));
     if (argv.join(' ') === 'openstack network agent list -f json')
-      return ok(sample('openstack-network-agent-list.json'));
+      return ok(agentLists[Math.min(listings++, agentLists.length - 1)]!);
     if (argv[0] === 'ovn-sbctl') return ok(sample('ovn-sbctl-chassis.json'));
     if (argv[0] === 'sh' && argv.join(' ').includes('cluster/status')) return ok(sample('ovsdb-standalone.txt'));
     return { code: 1, stdout: '', stderr: `unexpected ${argv.join(' ')}` };
@@ -261,6 +266,48 @@ describe('collectStatus: the dataplane', () => {
       }),
     );
     expect(s.exitCode).not.toBe(0);
+  });
+
+  it('an agent listed not alive is asked about again 3 s later, and only the second answer counts', async () => {
+    const alive = sample('openstack-network-agent-list.json');
+    const dead = JSON.stringify(
+      (JSON.parse(alive) as Record<string, unknown>[]).map((a) => ({ ...a, Alive: a.Host !== 'cmp-0' })),
+    );
+    const listings = (c: ReturnType<typeof cloud>): number =>
+      c.calls.filter((x) => x.argv.join(' ') === 'openstack network agent list -f json').length;
+    const credentials = (c: ReturnType<typeof cloud>) =>
+      adminCredentials(c.plan, new Secret(PASSWORD), { iface: 'internal', region: 'RegionOne' })!.env;
+
+    // dead in the listing that pinged, alive in the next: healthy, after one 3 s pause
+    const pauses: number[] = [];
+    const sleep = async (ms: number): Promise<void> => void pauses.push(ms);
+    const transient = cloud(labPlan().services, undefined, undefined, [dead, alive]);
+    const t = await collectStatus(
+      { ...transient, credentials: credentials(transient) },
+      { connect: transient.connect, sleep },
+    );
+    expect([listings(transient), pauses]).toEqual([2, [3000]]);
+    expect(t.network?.state).toBe('ok');
+    expect(t.network?.agents?.every((a) => a.alive)).toBe(true);
+
+    // dead in both: unhealthy, the finding says it was asked twice
+    const down = cloud(labPlan().services, undefined, undefined, [dead]);
+    const d = await collectStatus({ ...down, credentials: credentials(down) }, { connect: down.connect, sleep });
+    expect(listings(down)).toBe(2);
+    expect(d.findings).toContainEqual(
+      expect.objectContaining({
+        node: 'cmp-0',
+        subject: 'OVN Controller agent',
+        message: 'Neutron reports it not alive (asked twice, 3 s apart)',
+      }),
+    );
+    expect(d.exitCode).not.toBe(0);
+
+    // all alive at once: one listing, no pause
+    const healthy = cloud(labPlan().services);
+    pauses.length = 0;
+    await collectStatus({ ...healthy, credentials: credentials(healthy) }, { connect: healthy.connect, sleep });
+    expect([listings(healthy), pauses]).toEqual([1, []]);
   });
 });
 
