@@ -9,14 +9,21 @@
  */
 import type { Command } from 'commander';
 import type { StackctlEvent } from '../core/events.js';
-import { InputError, summarizeFailure, UsageError } from '../core/errors.js';
+import { InputError, RemoteError, summarizeFailure, UsageError } from '../core/errors.js';
 import { FailureClass } from '../orchestrator/failures.js';
 import { planDeploy } from '../orchestrator/planner.js';
 import { hypervisorBinary } from '../roles/service-roles.js';
 import { clientContainers, cloudClient } from '../status/openstack-client.js';
 import { EvacuationCapacity } from '../upgrade/prechecks.js';
 import { evacuationOptions } from '../upgrade/run-hooks.js';
-import { EVACUATION_DEFAULTS, novaEnable, novaEvacuate, novaUp, type EvacuationContext } from '../upgrade/evacuate.js';
+import {
+  EVACUATION_DEFAULTS,
+  EvacuationFailed,
+  novaEnable,
+  novaEvacuate,
+  novaUp,
+  type EvacuationContext,
+} from '../upgrade/evacuate.js';
 import { internalAdminEnv, loadAll, planOf } from './context.js';
 import { eventSink, nodeSessions } from './node-sessions.js';
 import { RANGE, numberOption, secondsOption } from './numbers.js';
@@ -153,6 +160,15 @@ export async function runMaintenance(action: MaintenanceAction, o: MaintenanceOp
                 hint:
                   'Nothing was migrated and nova-compute is enabled on the node again. Free room on the other ' +
                   "computes (delete or shrink instances), or bring one back ('stackctl nodes maintenance off --node N').",
+                details: err.details,
+              });
+            if (err instanceof EvacuationFailed)
+              throw new RemoteError(err.code, err.message, {
+                hint:
+                  `The instances named stay on ${o.node}, running, and nova-compute is enabled on it again. ` +
+                  `'openstack server migration list --server ID' says why each did not move; a migration that ` +
+                  'was only slow (memory written faster than it is copied) may pass with a larger --migration-timeout. ' +
+                  'Then run maintenance on again.',
                 details: err.details,
               });
             throw err;

@@ -8,7 +8,10 @@
  * ping, HTTP (its boot id and counter) and SSH with the key pair's private key. Then a real live
  * migration to cmp-1 (block migration: the disk is local), watched from outside every 100 ms by
  * HTTP (src/workloads/guest-watch.ts) and ping: the same boot, the counter continuous, the gap
- * measured. Figures on stderr:
+ * measured. Then `nodes maintenance` drains cmp-1 back and is refused on cmp-0 with nowhere to go;
+ * and a migration throttled to 1 MiB/s (`virsh migrate-setspeed` once libvirt's job runs) with the
+ * guest's memory full of random bytes is aborted at its 30 s deadline: the guest stays ACTIVE on
+ * cmp-0, the same boot, and maintenance fails naming it. Figures on stderr:
  * deploy, ACTIVE, boot, first ping and SSH times, QEMU's memory per guest (guest-image.e2e.ts, in
  * the same script, measures it without the cap). `npm run test:e2e:guest`; STACKCTL_KEEP_LAB=1
  * keeps a failed run's lab, =all any run's (remove it with `stackctl lab down --purge`).
@@ -487,6 +490,80 @@ describe('real guests: libvirt with QEMU TCG on a 1ctl-2comp lab', () => {
     );
     expect(services()).toEqual({ 'cmp-0': 'enabled', 'cmp-1': 'enabled' });
     expect((await guestState(fip)).boot).toBe(server.boot);
+    server.host = 'cmp-0';
+  }, 900_000);
+
+  it('a live migration slowed past its deadline is aborted: the guest stays ACTIVE on its source, same boot; maintenance fails naming it, the node enabled again', async () => {
+    expect(server.host, 'the server the maintenance test brought back to cmp-0').toBe('cmp-0');
+    const { id, fip } = server;
+    const shown = osJson<Record<string, string>>(`server show ${id}`);
+    const domain = shown['OS-EXT-SRV-ATTR:instance_name']!;
+    expect(domain).toMatch(/^instance-[0-9a-f]+$/);
+    // 64 MiB of random bytes in the guest's memory (its root is its initramfs): at 1 MiB/s the copy
+    // of its memory alone takes over a minute, past the 30 s deadline below
+    ssh(fip, 'dd if=/dev/urandom of=/root/fill bs=1M count=64 2>/dev/null && ls -l /root/fill');
+    const watch = watchGuest(`http://${fip}/cgi-bin/state`, { intervalMs: 100, timeoutMs: 1000 });
+    const t0 = Date.now();
+    const run = runCli(
+      'nodes',
+      'maintenance',
+      'on',
+      '--node',
+      'cmp-0',
+      '--migration-timeout',
+      '30',
+      '-i',
+      lab.inventory,
+    );
+    // libvirt's migration job on the source: once it runs, its bandwidth goes down to 1 MiB/s
+    const job = await eventually(120, async () => {
+      const info = await onCompute(`docker exec nova_libvirt virsh domjobinfo ${domain}`);
+      expect(info).toMatch(/Job type:\s+Unbounded/);
+      await onCompute(`docker exec nova_libvirt virsh migrate-setspeed ${domain} 1`);
+      return onCompute(`docker exec nova_libvirt virsh migrate-getspeed ${domain}`);
+    });
+    expect(job.value.trim()).toBe('1');
+    const r = await run;
+    const wall = seconds(t0);
+    const seen = await watch.stop();
+    expect(r.code, r.stdout + r.stderr).not.toBe(0);
+    expect(r.stderr).toContain('E_EVACUATION_FAILED');
+    expect(r.stderr).toMatch(
+      /cmp-0 still holds guest-1 \(.*after 30 s; migration \S+ aborted: ACTIVE on cmp-0, its source\)/,
+    );
+    expect(r.stderr).toContain('stay on cmp-0, running, and nova-compute is enabled on it again');
+    // Nova: the migration cancelled, the server ACTIVE on its source, both computes enabled
+    const after = osJson<Record<string, string>>(`server show ${id}`);
+    expect([after['status'], after['OS-EXT-SRV-ATTR:host'], after['OS-EXT-STS:task_state'] ?? null]).toEqual([
+      'ACTIVE',
+      'cmp-0',
+      null,
+    ]);
+    const migrations = osJson<{ Status: string; 'Source Node': string; 'Dest Node': string }[]>(
+      `--os-compute-api-version 2.30 server migration list --server ${id}`,
+    );
+    expect(migrations[0], JSON.stringify(migrations)).toMatchObject({ Status: 'cancelled', 'Source Node': 'cmp-0' });
+    const enabled = Object.fromEntries(
+      osJson<{ Host: string; Status: string }[]>('compute service list --service nova-compute').map((x) => [
+        x.Host,
+        x.Status,
+      ]),
+    );
+    expect(enabled).toEqual({ 'cmp-0': 'enabled', 'cmp-1': 'enabled' });
+    // the guest never stopped: the same boot, its counter never went back, its QEMU still on cmp-0 alone
+    expect(seen.bootIds).toEqual([server.boot]);
+    expect(seen.counterRegressions).toBe(0);
+    expect((await qemuProcesses('cmp-0')).find((p) => p.uuid === id)).toBeDefined();
+    expect((await qemuProcesses('cmp-1')).find((p) => p.uuid === id)).toBeUndefined();
+    expect(ssh(fip, 'cat /proc/sys/kernel/random/boot_id')).toBe(server.boot);
+    // the event log: the migration timed out, the command failed
+    const events = readFileSync(lab.inventory.replace(/\.yaml$/, '.events.jsonl'), 'utf8');
+    expect(events).toMatch(/"kind":"upgrade.migration"[^\n]*"from":"cmp-0"[^\n]*"state":"timeout"/);
+    figure(
+      'aborted live migration (1 MiB/s, 30 s deadline): maintenance on cmp-0 fails',
+      `${wall} s; throttled ${job.s} s after the request; longest HTTP gap ${(seen.longestGapMs / 1000).toFixed(2)} s, ` +
+        `${seen.lost} of ${seen.samples} polls lost`,
+    );
     os(`server delete --wait ${id}`);
     expect((await qemuProcesses('cmp-0')).find((p) => p.uuid === id)).toBeUndefined();
   }, 900_000);
