@@ -76,7 +76,7 @@ export interface Prediction {
   readonly node: string;
   readonly object: 'host' | 'container' | 'config' | RunOnceWork['kind'];
   readonly name: string;
-  /** create, recreate, start, unchanged, upload, run, done, check */
+  /** create, recreate, start, reload, unchanged, upload, run, done, check */
   readonly action: string;
   readonly detail: string;
 }
@@ -377,14 +377,22 @@ export function predictions(plan: DeployPlan, obs: Observation): Prediction[] {
       }
       for (const c of nw.containers) {
         const d = obs.containers.get(`${nw.node}/${c.name}`);
+        // left running, it re-reads the files it reloads that the deploy uploads
+        const reread = Object.keys(c.reloads ?? {}).filter(
+          (f) => obs.configs.get(`${nw.node}/${f}`)?.action === 'upload',
+        );
         if (d)
           out.push({
             step: st.step,
             node: nw.node,
             object: 'container',
             name: c.name,
-            action: d.action,
-            detail: d.changed.join(', ') || obs.unwell?.get(`${nw.node}/${c.name}`) || '',
+            action: d.action === ContainerAction.UNCHANGED && reread.length ? 'reload' : d.action,
+            detail:
+              d.changed.join(', ') ||
+              (d.action === ContainerAction.UNCHANGED ? reread.join(', ') : '') ||
+              obs.unwell?.get(`${nw.node}/${c.name}`) ||
+              '',
           });
       }
     }

@@ -25,7 +25,7 @@ import {
 } from './context.js';
 import { ActionFailed, planMismatch, type Handler, type Handlers, type RunScope } from './engine.js';
 import { FailureClass } from './failures.js';
-import { logTail as containerLogTail, waitHealthy as waitContainerHealthy } from './health.js';
+import { logTail as containerLogTail, runHealthcheck, waitHealthy as waitContainerHealthy } from './health.js';
 import { hostSummary, prepareHost } from './host.js';
 import { identityHash, runIdentityWork } from './identity.js';
 import { EffectKind, type Effect } from './journal.js';
@@ -38,6 +38,7 @@ import {
   containerSpec,
   diffConfig,
   diffContainer,
+  healthDeadlineMs,
   parseSha256sum,
   type ContainerDiff,
 } from './state.js';
@@ -349,6 +350,7 @@ export const ensure: Handler<Of<'ensure'>, EngineContext> = async (a, ctx, run) 
     return w;
   });
   const configs = configsOf(ctx.targetDeploy, a.node, a.services);
+  const uploaded = new Set<string>();
   let n = 0;
   if (configs.length) {
     let sums: Map<string, string>;
@@ -383,6 +385,7 @@ export const ensure: Handler<Of<'ensure'>, EngineContext> = async (a, ctx, run) 
         throw new ActionFailed(err, FailureClass.RETRYABLE, { path: run.where(a.node, `config ${c.dest}`) });
       }
       n++;
+      uploaded.add(c.dest);
       run.change({
         node: a.node,
         object: 'config',
@@ -402,8 +405,54 @@ export const ensure: Handler<Of<'ensure'>, EngineContext> = async (a, ctx, run) 
     }
     n += await ensureContainer(ctx, run, access, diffContainer(w, info), a.frontendGate);
   }
+  // Running containers that re-read a file uploaded now: their health check passes once they serve it.
+  const recreated = new Set(works.map((w) => w.name));
+  for (const w of a.services.flatMap((svc) => containersOf(ctx.targetDeploy, svc, a.node))) {
+    const files = Object.keys(w.reloads ?? {}).filter((f) => uploaded.has(f));
+    if (files.length && !recreated.has(w.name)) await waitReloaded(ctx, access, run, w, files);
+  }
   return n ? `${n} change(s)` : 'unchanged';
 };
+
+/**
+ * Wait until a running container serves the files it re-reads in place (its health check, run here
+ * until it passes, says so), bounded like a start's health gate. Fails with its log.
+ */
+async function waitReloaded(
+  ctx: EngineContext,
+  access: NodeAccess,
+  run: RunScope,
+  w: ContainerWork,
+  files: readonly string[],
+): Promise<void> {
+  const t = ctx.now();
+  const deadline = t + healthDeadlineMs(w);
+  let code: number | undefined;
+  while ((code = await runHealthcheck(access.docker, w)) !== 0) {
+    if (ctx.now() > deadline || ctx.signal?.aborted)
+      throw new ActionFailed(
+        new TimeoutError(
+          'E_RELOAD_TIMEOUT',
+          `${w.node}: container ${w.name} (${w.service}) does not serve the new ${files.join(', ')} within ` +
+            `${Math.round(healthDeadlineMs(w) / 1000)} s (its health check ${code === undefined ? 'did not finish' : `exits ${code}`})`,
+          {
+            hint: 'It keeps serving what it had: its log below says why it did not take the new content (e.g. refused as invalid); fix the template or inventory and deploy again.',
+          },
+        ),
+        FailureClass.HARD,
+        { log: await logTail(access, w.name), path: run.where(w.node, `${w.name}/reload`) },
+      );
+    await ctx.sleep(HANDLER_DEFAULTS.pollMs);
+  }
+  run.change({
+    node: w.node,
+    object: 'container',
+    name: w.name,
+    action: 'reloaded',
+    detail: files.join(', '),
+    ms: ctx.now() - t,
+  });
+}
 
 /**
  * Wait for a task or one-off container to end. It may run as long as it makes progress (a new

@@ -20,7 +20,7 @@ export interface ContainerInputs {
   readonly image: string;
   /** sha256 of the container's options in the service file. */
   readonly options: string;
-  /** Config file path on the node -> sha256 of its content. */
+  /** Config file path on the node -> sha256 of its content (the files that recreate it when they change). */
   readonly configs: Readonly<Record<string, string>>;
 }
 
@@ -34,6 +34,11 @@ export interface ContainerWork {
   /** The plan's container hash: the `org.stackctl.hash` label. */
   readonly hash: string;
   readonly inputs: ContainerInputs;
+  /**
+   * The files it re-reads in place (config `reload: true`), path -> sha256: not part of its hash or
+   * inputs; when one changes the deploy uploads it and waits for the container's health check.
+   */
+  readonly reloads?: Readonly<Record<string, string>>;
   /** The service file's table for this container. */
   readonly definition: Container;
   /**
@@ -213,7 +218,9 @@ export function planDeploy(plan: Plan, catalog: Catalog, filter: PlanFilter = {}
       const definition = service.containers.find((d) => d.name === c.name)!;
       const reads = (service.config ?? []).filter((f) => !f.containers || f.containers.includes(c.name));
       const configs: Record<string, string> = {};
-      for (const f of reads) configs[f.dest] = node.configs.find((x) => x.dest === f.dest)!.sha256;
+      const reloads: Record<string, string> = {};
+      for (const f of reads)
+        (f.reload ? reloads : configs)[f.dest] = node.configs.find((x) => x.dest === f.dest)!.sha256;
       containers.set(`${node.name}/${c.name}`, {
         node: node.name,
         service: c.service,
@@ -222,6 +229,7 @@ export function planDeploy(plan: Plan, catalog: Catalog, filter: PlanFilter = {}
         image: c.image,
         hash: c.hash,
         inputs: { image: c.image, options: sha256(canonicalJson(definition)), configs },
+        ...(Object.keys(reloads).length ? { reloads } : {}),
         definition,
         ...(first && first !== node.name ? { after: first } : {}),
         ...(frontendOf.has(c.service) ? { frontend: frontendOf.get(c.service)! } : {}),

@@ -529,7 +529,12 @@ export function buildPlan(input: PlanInput): PlanResult {
       },
     };
     for (const svc of svcs) {
-      const svcConfigs: { dest: string; hashes: [string, string]; containers?: readonly string[] }[] = [];
+      const svcConfigs: {
+        dest: string;
+        hashes: [string, string];
+        containers?: readonly string[];
+        reload?: true;
+      }[] = [];
       for (const cfg of svc.config ?? []) {
         const tagged = catalog.templates.get(cfg.template)!({
           ...ctx,
@@ -545,7 +550,12 @@ export function buildPlan(input: PlanInput): PlanResult {
         views.forEach((v, i) =>
           v.configs.push({ service: svc.name, dest: cfg.dest, mode: cfg.mode ?? '0640', sha256: hashes[i]! }),
         );
-        svcConfigs.push({ dest: cfg.dest, hashes, ...(cfg.containers ? { containers: cfg.containers } : {}) });
+        svcConfigs.push({
+          dest: cfg.dest,
+          hashes,
+          ...(cfg.containers ? { containers: cfg.containers } : {}),
+          ...(cfg.reload ? { reload: true } : {}),
+        });
       }
       for (const c of svc.containers) {
         if (c.when && !c.when.in.includes(settings[c.when.setting]!)) continue;
@@ -557,10 +567,11 @@ export function buildPlan(input: PlanInput): PlanResult {
             service: svc.name,
             step: svc.step,
             image,
+            // a file the container re-reads in place is not part of its identity: a change reloads it
             hash: containerHash(
               image,
               c,
-              reads.map((f) => [f.dest, f.hashes[i]!]),
+              reads.filter((f) => !f.reload).map((f) => [f.dest, f.hashes[i]!]),
             ),
           }),
         );

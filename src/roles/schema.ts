@@ -125,6 +125,13 @@ export const ConfigFileSchema = Type.Object(
     containers: Type.Optional(
       Type.Array(Type.String(), { description: 'containers that read it (absent: all of the service)' }),
     ),
+    reload: Type.Optional(
+      Type.Boolean({
+        description:
+          'true: the containers reading it re-read it in place when it changes (they watch it and say in their ' +
+          'health check whether they serve its content); it is left out of their hash, so a change reloads, not recreates',
+      }),
+    ),
   },
   strict,
 );

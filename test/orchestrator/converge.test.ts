@@ -105,6 +105,38 @@ describe('planConverge', () => {
     expect(predictions(plan, obs).every((r) => ['unchanged', 'done', 'check'].includes(r.action))).toBe(true);
   });
 
+  it("a changed file HAProxy re-reads: uploaded on each controller with HAProxy's ensure (health waited for there), predicted a reload, no roll, no outage", () => {
+    const plan = deployOf(3, 2);
+    const CFG = '/etc/stackctl/haproxy/haproxy.cfg';
+    const obs = observed(plan, {});
+    const configs = new Map(obs.configs);
+    for (const [k, d] of obs.configs)
+      if (k.endsWith(`/${CFG}`)) configs.set(k, { ...d, action: 'upload', detail: 'content changed' });
+    const changed = { ...obs, configs };
+    const c = planConverge(plan, changed, catalog);
+    expect(c.outages).toEqual([]);
+    expect(c.phases.map((p) => p.kind)).toEqual(['apply']);
+    const ensures = c.phases[0]!.steps[0]!.actions;
+    expect(ensures).toEqual(
+      ['ctl-0', 'ctl-1', 'ctl-2'].map((node) => ({
+        kind: 'ensure',
+        node,
+        services: ['haproxy'],
+        containers: [],
+        frontendGate: true,
+      })),
+    );
+    const rows = predictions(plan, changed).filter(
+      (r) => r.action !== 'unchanged' && r.action !== 'done' && r.action !== 'check',
+    );
+    expect(rows.map((r) => `${r.node} ${r.object} ${r.name} ${r.action} ${r.detail}`)).toEqual(
+      ['ctl-0', 'ctl-1', 'ctl-2'].flatMap((n) => [
+        `${n} config ${CFG} upload content changed`,
+        `${n} container haproxy reload ${CFG}`,
+      ]),
+    );
+  });
+
   it('rolls a changed Galera one member at a time, its cluster whole before and after each', () => {
     const plan = deployOf(3, 2);
     const c = planConverge(

@@ -627,6 +627,99 @@ describe("the engine's node actions", () => {
     expect(await converge('healthy', 2)).toEqual({ detail: 'unchanged', checks: 0, touched: [] });
   });
 
+  it('a running container that re-reads an uploaded file is waited for until its check says it serves it, never recreated; one that does not fails with its log', async () => {
+    const CFG = '/etc/stackctl/haproxy/haproxy.cfg';
+    const haproxy: ContainerWork = {
+      ...work('ctl-0', 'haproxy', 'haproxy', 'r/haproxy:zed-1'),
+      hash: 'same',
+      inputs: { image: 'r/haproxy:zed-1', options: 'o', configs: {} },
+      reloads: { [CFG]: 'a'.repeat(64) },
+      definition: { name: 'haproxy', image: 'haproxy', healthcheck: { test: ['check'] } },
+    } as unknown as ContainerWork;
+    const base = deployPlanOf([haproxy]);
+    const target: DeployPlan = {
+      ...base,
+      steps: base.steps.map((st) => ({
+        ...st,
+        nodes: st.nodes.map((nw) => ({
+          ...nw,
+          configs: [{ node: 'ctl-0', service: 'haproxy', dest: CFG, mode: '0640', sha256: 'a'.repeat(64) }],
+        })),
+      })),
+    };
+    /** ensure() after a change of haproxy.cfg, the container's check failing `failures` times first. */
+    const converge = async (failures: number) => {
+      const n = recordingNode('ctl-0', {
+        containers: new Set(['haproxy']),
+        exec: (argv) =>
+          argv[0] === 'sha256sum'
+            ? { code: 0, stdout: `${'0'.repeat(64)}  ${CFG}\n`, stderr: '' }
+            : { code: 0, stdout: '', stderr: '' },
+      });
+      let checks = 0;
+      const uploads: string[] = [];
+      const access = {
+        ...n.access,
+        files: { upload: async (_s: unknown, dest: string) => (uploads.push(dest), 1) },
+        docker: {
+          ...n.access.docker,
+          inspectContainer: async (name: string) => {
+            const info = await n.access.docker.inspectContainer(name);
+            const state = { ...info!.state, status: 'running', running: true, health: 'healthy' };
+            return info && { ...info, labels: { [LABEL.hash]: 'same' }, state };
+          },
+          exec: async (_name: string, argv: readonly string[]) => {
+            if (argv[0] === 'check') checks++;
+            return { code: checks > failures ? 0 : 1, stdout: '', stderr: '' };
+          },
+        },
+      } as unknown as NodeAccess;
+      const ctx = contextOver(
+        { 'ctl-0': access },
+        {
+          targetDeploy: target,
+          targetRendered: new Map([['ctl-0', new Map([[CFG, 'global\n']])]]),
+          targetWork: (node, c) => (node === 'ctl-0' && c === 'haproxy' ? haproxy : undefined),
+        },
+      );
+      const changes: string[] = [];
+      const run = {
+        ...scope,
+        change: (c: { name: string; action: string; detail?: string }) =>
+          void changes.push(`${c.name} ${c.action} ${c.detail ?? ''}`),
+      };
+      const outcome = await ensure(
+        { kind: 'ensure', node: 'ctl-0', services: ['haproxy'], containers: [], frontendGate: false },
+        ctx,
+        run as typeof scope,
+      ).then(
+        (detail) => ({ detail }),
+        (err: { code?: string; cause?: { code?: string; message?: string }; log?: string }) => ({
+          code: err.cause?.code ?? err.code,
+          message: err.cause?.message,
+        }),
+      );
+      return {
+        outcome,
+        checks,
+        uploads,
+        changes,
+        touched: n.log.filter((l) => /^(create|start|stop|remove|pull) /.test(l)),
+      };
+    };
+    const reloaded = await converge(3);
+    expect(reloaded).toMatchObject({ outcome: { detail: '1 change(s)' }, checks: 4, uploads: [CFG], touched: [] });
+    expect(reloaded.changes).toContain(`haproxy reloaded ${CFG}`);
+    const refused = await converge(Infinity);
+    expect(refused.touched).toEqual([]);
+    expect(refused.outcome).toMatchObject({
+      code: 'E_RELOAD_TIMEOUT',
+      message: expect.stringMatching(
+        /^ctl-0: container haproxy \(haproxy\) does not serve the new \/etc\/stackctl\/haproxy\/haproxy.cfg within 60 s \(its health check exits 1\)$/,
+      ),
+    });
+  });
+
   it('waits for a run-once task a killed run left running, instead of removing it and starting another', async () => {
     const container = {
       ...work('ctl-0', 'keystone', 'keystone', 'r/keystone:zed-1'),

@@ -2,7 +2,7 @@
  * HTTPS on the public VIP as the plan renders it: HAProxy binds TLS on the external VIP with the
  * certificate `certs generate` issued (chain and key in one 0600 file the haproxy container reads),
  * the internal VIP stays plain HTTP, Keystone's public endpoints become https://, and a new
- * certificate changes the hash of the HAProxy containers only.
+ * certificate changes no container's hash: HAProxy re-reads it in place (config `reload`).
  */
 import { X509Certificate, createPrivateKey } from 'node:crypto';
 import { appendFileSync, rmSync } from 'node:fs';
@@ -10,6 +10,7 @@ import { dirname } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadAll, planOf } from '../../src/cli/context.js';
 import { Secret } from '../../src/core/secret.js';
+import { planDeploy } from '../../src/orchestrator/planner.js';
 import type { PlanResult } from '../../src/roles/plan.js';
 import { copyInventory, runCli } from '../helpers/cli.js';
 
@@ -92,7 +93,7 @@ describe('the plan with tls: {}', () => {
     expect(ctl('/etc/stackctl/keystone/keystone.conf')).toContain('enable_proxy_headers_parsing = true');
   });
 
-  it('recreates only the HAProxy containers when the certificate changes', async () => {
+  it('a new certificate recreates no container: only the HAProxy nodes get the file, which HAProxy re-reads in place', async () => {
     const inv = await inventory('tls: {}\n', true);
     const all = loadAll({ inventory: inv });
     const before = planOf(all).effective;
@@ -100,12 +101,21 @@ describe('the plan with tls: {}', () => {
     expect((await runCli('certs', 'generate', '-i', inv)).code).toBe(0);
     const after = planOf(all).effective;
     const changed: string[] = [];
-    for (const n of after.nodes)
-      for (const c of n.containers) {
-        const old = before.nodes.find((x) => x.name === n.name)!.containers.find((x) => x.name === c.name)!;
-        if (old.hash !== c.hash) changed.push(`${n.name}/${c.name}`);
-      }
-    expect(changed).toEqual(['ctl-0/haproxy']);
+    const files: string[] = [];
+    for (const n of after.nodes) {
+      const old = before.nodes.find((x) => x.name === n.name)!;
+      for (const c of n.containers)
+        if (old.containers.find((x) => x.name === c.name)!.hash !== c.hash) changed.push(`${n.name}/${c.name}`);
+      for (const f of n.configs)
+        if (old.configs.find((x) => x.dest === f.dest)!.sha256 !== f.sha256) files.push(`${n.name}:${f.dest}`);
+    }
+    expect(changed).toEqual([]);
+    expect(files).toEqual([`ctl-0:${PEM}`]);
+    // the deploy plan: the haproxy container re-reads both of its reloaded files, and neither is in its inputs
+    const d = planDeploy(after, all.catalog);
+    const haproxy = d.steps.flatMap((st) => st.nodes.flatMap((n) => n.containers)).find((c) => c.name === 'haproxy')!;
+    expect(Object.keys(haproxy.reloads ?? {}).sort()).toEqual([CFG, PEM]);
+    expect(Object.keys(haproxy.inputs.configs)).toEqual(['/etc/stackctl/haproxy/run.sh']);
   });
 
   it('refuses to render without the certificate (E_CERT_MISSING) and refuses tls.internal (E_TLS_INTERNAL)', async () => {
