@@ -47,20 +47,23 @@ export async function upgradePlan(
 
 /**
  * The probe's script: a token (password from a mounted file, never in argv) then the server
- * list, through the internal VIP, every 100 ms; one line `ok|fail <start ms> <end ms> <why>` per try.
+ * list, through a VIP (http://, or https:// checked against a CA), every 100 ms; one line `ok|fail <start ms> <end ms> <why>` per try.
  */
-const probeScript = (vip: string): string => `
+const probeScript = (vip: string, https: boolean): string => {
+  const base = https ? `https://${vip}` : `http://${vip}`;
+  const ca = https ? '--cacert /probe/ca.pem ' : '';
+  return `
 while :; do
   s=$(date +%s%3N)
   : > /tmp/b
-  hdr=$(curl -s -m 5 -o /tmp/b -D - -w 'code=%{http_code}\\n' -H 'Content-Type: application/json' -d @/probe/auth.json \\
-        http://${vip}:5000/v3/auth/tokens); rc=$?
+  hdr=$(curl -s -m 5 ${ca}-o /tmp/b -D - -w 'code=%{http_code}\\n' -H 'Content-Type: application/json' -d @/probe/auth.json \\
+        ${base}:5000/v3/auth/tokens); rc=$?
   tok=$(printf '%s\\n' "$hdr" | awk 'tolower($1)=="x-subject-token:" {print $2}' | tr -d '\\r')
   ok=fail
   if [ -n "$tok" ]; then
     printf 'X-Auth-Token: %s\\n' "$tok" > /tmp/h
     : > /tmp/b
-    code=$(curl -s -m 5 -o /tmp/b -w '%{http_code}' -H @/tmp/h http://${vip}:8774/v2.1/servers); rc=$?
+    code=$(curl -s -m 5 ${ca}-o /tmp/b -w '%{http_code}' -H @/tmp/h ${base}:8774/v2.1/servers); rc=$?
     if [ "$code" = 200 ]; then ok=ok; why=-; else why="servers:curl$rc:http$code"; fi
   else
     why="token:curl$rc:$(printf '%s\\n' "$hdr" | sed -n 's/^code=//p')"
@@ -73,6 +76,7 @@ while :; do
   sleep 0.1
 done
 `;
+};
 
 /** One try of the probe. */
 export interface ProbeResult {
@@ -93,6 +97,8 @@ export function startProbe(
   vip: string,
   name: string,
   temps: string[],
+  /** Probe over https:// with this CA (PEM file) instead of http://. */
+  caFile?: string,
 ): { stop: () => ProbeResult[] } {
   const dir = tempDir('stackctl-probe-');
   temps.push(dir);
@@ -107,7 +113,8 @@ export function startProbe(
     },
   };
   writeFileSync(join(dir, 'auth.json'), JSON.stringify(auth), { mode: 0o644 });
-  writeFileSync(join(dir, 'probe.sh'), probeScript(vip));
+  writeFileSync(join(dir, 'probe.sh'), probeScript(vip, caFile !== undefined));
+  if (caFile) writeFileSync(join(dir, 'ca.pem'), readFileSync(caFile), { mode: 0o644 });
   execFileSync('docker', ['rm', '-f', name], { stdio: 'ignore' });
   execFileSync('docker', [
     'run',

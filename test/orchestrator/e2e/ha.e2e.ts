@@ -3,7 +3,8 @@
  * RabbitMQ cluster of three, HAProxy + keepalived holding the VIPs, Keystone behind them; then the
  * keepalived master's node goes down and the cloud keeps issuing tokens. Before the failover, the
  * compute tier with four servers and a live migration, then a rolling update to zed-update under
- * a probe of the APIs through the VIP. `npm run test:e2e:ha`.
+ * a probe of the APIs through the VIP, and TLS turned on, a certificate renewal and a Fernet key
+ * rotation under an HTTPS probe of the public VIP. `npm run test:e2e:ha`.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -568,6 +569,153 @@ describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () =
       expect(failed.map((p) => `${new Date(p.at).toISOString()} ${p.why}`)).toEqual([]);
     } finally {
       execFileSync('docker', ['rm', '-f', 'stackctl-ha-reconfigure-probe'], { stdio: 'ignore' });
+      for (const d of temps) rmSync(d, { recursive: true, force: true });
+    }
+  }, 3_600_000);
+
+  it('TLS on the public VIP, then a certificate renewal and a Fernet key rotation, each deployed under an HTTPS probe: no failed try, HAProxy reloaded not restarted, an earlier token still valid', async () => {
+    const inventory = lab.inventory;
+    const certsDir = inventory.replace(/\.yaml$/, '.certs');
+    const publicVip = `${lab.prefix}.10.250`;
+    const temps: string[] = [];
+    const PROBE = 'stackctl-ha-tls-probe';
+    const failedTries = (probes: { ok: boolean; at: number; why?: string }[]): string[] =>
+      probes.filter((p) => !p.ok).map((p) => `${new Date(p.at).toISOString()} ${p.why}`);
+    /** A deploy under a probe (through `vip`, over https:// with the cloud's CA when `https`): the report, text and tries. */
+    const deployUnderProbe = async (what: string, vip: string, https: boolean) => {
+      const probe = startProbe(inventory, vip, PROBE, temps, https ? `${certsDir}/ca.pem` : undefined);
+      await sleep(3000);
+      const t0 = Date.now();
+      const { report, text } = await lab.deploy();
+      const wall = seconds(t0);
+      await sleep(3000);
+      const probes = probe.stop();
+      const failed = failedTries(probes);
+      timings.push([what, wall]);
+      process.stderr.write(
+        `${what}: ${wall} s, probe (${https ? 'https' : 'http'}://${vip}) ${probes.length} tries, ${failed.length} failed` +
+          `${failed.length ? `: ${failed.join('; ')}` : ''}\n`,
+      );
+      if (!report?.ok) say(`${what}: deploy output`, text);
+      expect(report?.ok).toBe(true);
+      expect(probes.length).toBeGreaterThan(20);
+      return { text, failed };
+    };
+    /** node/container -> verb of the deploy's progress lines (`step 1 ctl-0: container haproxy reloaded ...`), unchanged left out. */
+    const containerChanges = (text: string): string[] =>
+      text
+        .split('\n')
+        .map((l) => /^step \d+ ([\w-]+): container ([\w-]+) (\w+)/.exec(l))
+        .filter((m): m is RegExpExecArray => m !== null && m[3] !== 'unchanged')
+        .map((m) => `${m[1]}/${m[2]} ${m[3]}`)
+        .sort();
+    /** The fingerprint of the certificate served on the public VIP's Keystone port, verified against the CA. */
+    const served = (): string => {
+      const out = execFileSync(
+        'sh',
+        [
+          '-c',
+          `openssl s_client -connect ${publicVip}:5000 -verify_return_error -CAfile ${certsDir}/ca.pem </dev/null 2>/dev/null | openssl x509 -noout -fingerprint -sha256`,
+        ],
+        { encoding: 'utf8', timeout: 30_000 },
+      );
+      return out.trim().split('=').pop()!;
+    };
+    const fileFingerprint = (): string =>
+      execFileSync('openssl', ['x509', '-noout', '-fingerprint', '-sha256', '-in', `${certsDir}/public.pem`], {
+        encoding: 'utf8',
+      })
+        .trim()
+        .split('=')
+        .pop()!;
+    const password = loadAll({ inventory }).secrets!.services.get('keystone_admin_password')!;
+    const dir = mkdtempSync(join(tmpdir(), 'stackctl-ha-tls-'));
+    temps.push(dir);
+    const authFile = join(dir, 'auth.json');
+    writeFileSync(
+      authFile,
+      JSON.stringify({
+        auth: {
+          identity: {
+            methods: ['password'],
+            password: { user: { name: 'admin', domain: { name: 'Default' }, password: password.reveal() } },
+          },
+          scope: { project: { name: 'admin', domain: { name: 'Default' } } },
+        },
+      }),
+      { mode: 0o600 },
+    );
+    const curl = (args: string[]): string =>
+      execFileSync('curl', ['-sS', '-m', '30', '--cacert', `${certsDir}/ca.pem`, ...args], {
+        encoding: 'utf8',
+        timeout: 60_000,
+      });
+    /** A new token through the public VIP over https:// (the password from a 0600 file, never in argv). */
+    const newToken = (): string => {
+      const headers = curl([
+        '-o',
+        '/dev/null',
+        '-D',
+        '-',
+        '-H',
+        'Content-Type: application/json',
+        '-d',
+        `@${authFile}`,
+        `https://${publicVip}:5000/v3/auth/tokens`,
+      ]);
+      const id = /^x-subject-token:\s*(\S+)/im.exec(headers)?.[1];
+      expect(id, headers).toBeDefined();
+      return id!;
+    };
+    /** Keystone's answer to validating `subject`, authorised by a fresh token (headers from a 0600 file). */
+    const validate = (subject: string): string => {
+      const headers = join(dir, 'validate-headers');
+      writeFileSync(headers, `X-Auth-Token: ${newToken()}\nX-Subject-Token: ${subject}\n`, { mode: 0o600 });
+      return curl([
+        '-o',
+        '/dev/null',
+        '-w',
+        '%{http_code}',
+        '-H',
+        `@${headers}`,
+        `https://${publicVip}:5000/v3/auth/tokens`,
+      ]);
+    };
+    try {
+      // TLS on: the CA and the public certificate, then a deploy (HAProxy reloads its new files;
+      // Keystone and the catalog follow), under the internal VIP's probe, which stays plain HTTP
+      writeFileSync(inventory, `${readFileSync(inventory, 'utf8')}tls: {}\n`);
+      const g = await runCli('certs', 'generate', '-i', inventory);
+      expect(g.code, g.stderr).toBe(0);
+      const on = await deployUnderProbe('TLS turned on (deploy)', VIP, false);
+      process.stderr.write(`TLS turned on, containers: ${containerChanges(on.text).join(', ')}\n`);
+      expect(served()).toBe(fileFingerprint());
+
+      // a renewal: a new public certificate, deployed under the HTTPS probe of the public VIP
+      const before = fileFingerprint();
+      const renew = await runCli('certs', 'renew', '-i', inventory, '--cert', 'public');
+      expect(renew.code, renew.stderr).toBe(0);
+      expect(fileFingerprint()).not.toBe(before);
+      const startedBefore = await lab.startedAt();
+      const renewal = await deployUnderProbe('certificate renewal (deploy)', publicVip, true);
+      const restarted = [...(await lab.startedAt())].filter(([k, v]) => startedBefore.get(k) !== v).map(([k]) => k);
+      expect(restarted).toEqual([]);
+      expect(containerChanges(renewal.text)).toEqual(CONTROLLERS.map((n) => `${n}/haproxy reloaded`));
+      expect(served()).toBe(fileFingerprint());
+      expect(renewal.failed).toEqual([]);
+
+      // a Fernet key rotation: keys to every controller, Keystone rolled node by node; a token from before stays valid
+      const earlier = newToken();
+      const rotate = await runCli('rotate', 'keystone-keys', '-i', inventory);
+      expect(rotate.code, rotate.stderr).toBe(0);
+      const startedRotation = await lab.startedAt();
+      const rotation = await deployUnderProbe('Fernet key rotation (deploy)', publicVip, true);
+      const rolled = [...(await lab.startedAt())].filter(([k, v]) => startedRotation.get(k) !== v).map(([k]) => k);
+      expect(rolled.sort()).toEqual(CONTROLLERS.map((n) => `${n}/keystone`));
+      expect(rotation.failed).toEqual([]);
+      expect(validate(earlier)).toBe('200');
+    } finally {
+      execFileSync('docker', ['rm', '-f', PROBE], { stdio: 'ignore' });
       for (const d of temps) rmSync(d, { recursive: true, force: true });
     }
   }, 3_600_000);
