@@ -9,8 +9,8 @@
  * migration to cmp-1 (block migration: the disk is local), watched from outside every 100 ms by
  * HTTP (src/workloads/guest-watch.ts) and ping: the same boot, the counter continuous, the gap
  * measured. Then `nodes maintenance` drains cmp-1 back and is refused on cmp-0 with nowhere to go;
- * and a migration throttled to 1 MiB/s (`virsh migrate-setspeed` once libvirt's job runs) with the
- * guest's memory full of random bytes is aborted at its 30 s deadline: the guest stays ACTIVE on
+ * and a migration throttled to 8 Mbit/s (`tc` on cmp-0's interface toward cmp-1) with 64 MiB of
+ * random bytes in the guest's memory is aborted at its 30 s deadline: the guest stays ACTIVE on
  * cmp-0, the same boot, and maintenance fails naming it. Figures on stderr:
  * deploy, ACTIVE, boot, first ping and SSH times, QEMU's memory per guest (guest-image.e2e.ts, in
  * the same script, measures it without the cap). `npm run test:e2e:guest`; STACKCTL_KEEP_LAB=1
@@ -22,6 +22,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { uuidFromName } from '../../../src/core/hash.js';
+import { loadAll } from '../../../src/cli/context.js';
 import { labImageRef } from '../../../src/images/catalog.js';
 import {
   buildGuestImage,
@@ -499,31 +500,32 @@ describe('real guests: libvirt with QEMU TCG on a 1ctl-2comp lab', () => {
     const shown = osJson<Record<string, string>>(`server show ${id}`);
     const domain = shown['OS-EXT-SRV-ATTR:instance_name']!;
     expect(domain).toMatch(/^instance-[0-9a-f]+$/);
-    // 64 MiB of random bytes in the guest's memory (its root is its initramfs): at 1 MiB/s the copy
-    // of its memory alone takes over a minute, past the 30 s deadline below
+    // 64 MiB of random bytes in the guest's memory (its root is its initramfs), and the migration's
+    // path throttled: cmp-0's interface toward cmp-1's address on the migration network sends at most
+    // 8 Mbit/s, so the copy of its memory alone takes over a minute, past the 30 s deadline below
     ssh(fip, 'dd if=/dev/urandom of=/root/fill bs=1M count=64 2>/dev/null && ls -l /root/fill');
+    const target = loadAll({ inventory: lab.inventory }).allocation.addresses.get('cmp-1')!['internal_api']!;
+    const dev = (await onCompute(`ip -o route get ${target} | sed -n 's/.* dev \\([^ ]*\\).*/\\1/p'`)).trim();
+    expect(dev).toMatch(/^[\w.@-]+$/);
+    await onCompute(`tc qdisc replace dev ${dev} root tbf rate 8mbit burst 32kbit latency 2s`);
     const watch = watchGuest(`http://${fip}/cgi-bin/state`, { intervalMs: 100, timeoutMs: 1000 });
     const t0 = Date.now();
-    const run = runCli(
-      'nodes',
-      'maintenance',
-      'on',
-      '--node',
-      'cmp-0',
-      '--migration-timeout',
-      '30',
-      '-i',
-      lab.inventory,
-    );
-    // libvirt's migration job on the source: once it runs, its bandwidth goes down to 1 MiB/s
-    const job = await eventually(120, async () => {
-      const info = await onCompute(`docker exec nova_libvirt virsh domjobinfo ${domain}`);
-      expect(info).toMatch(/Job type:\s+Unbounded/);
-      await onCompute(`docker exec nova_libvirt virsh migrate-setspeed ${domain} 1`);
-      return onCompute(`docker exec nova_libvirt virsh migrate-getspeed ${domain}`);
-    });
-    expect(job.value.trim()).toBe('1');
-    const r = await run;
+    let r: Awaited<ReturnType<typeof runCli>>;
+    try {
+      r = await runCli(
+        'nodes',
+        'maintenance',
+        'on',
+        '--node',
+        'cmp-0',
+        '--migration-timeout',
+        '30',
+        '-i',
+        lab.inventory,
+      );
+    } finally {
+      await onCompute(`tc qdisc del dev ${dev} root`);
+    }
     const wall = seconds(t0);
     const seen = await watch.stop();
     expect(r.code, r.stdout + r.stderr).not.toBe(0);
@@ -560,8 +562,8 @@ describe('real guests: libvirt with QEMU TCG on a 1ctl-2comp lab', () => {
     const events = readFileSync(lab.inventory.replace(/\.yaml$/, '.events.jsonl'), 'utf8');
     expect(events).toMatch(/"kind":"upgrade.migration"[^\n]*"from":"cmp-0"[^\n]*"state":"timeout"/);
     figure(
-      'aborted live migration (1 MiB/s, 30 s deadline): maintenance on cmp-0 fails',
-      `${wall} s; throttled ${job.s} s after the request; longest HTTP gap ${(seen.longestGapMs / 1000).toFixed(2)} s, ` +
+      'aborted live migration (8 Mbit/s, 30 s deadline): maintenance on cmp-0 fails',
+      `${wall} s; longest HTTP gap ${(seen.longestGapMs / 1000).toFixed(2)} s, ` +
         `${seen.lost} of ${seen.samples} polls lost`,
     );
     os(`server delete --wait ${id}`);
