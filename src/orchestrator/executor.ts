@@ -38,6 +38,7 @@ import { FailureClass, failureOf, type Failure, type RoleTally } from './failure
 import { NODE_SUBJECTS } from './format.js';
 import { NODE_HANDLERS, markerOf, oneOffRunner, workHash } from './handlers.js';
 import { RunMode, type Effect, type JournalSink } from './journal.js';
+import { runHealthcheck } from './health.js';
 import type { NodeAction } from './model.js';
 import {
   ContainerAction,
@@ -121,12 +122,7 @@ export interface DeployReport {
 
 /** The container's healthcheck, run once now (Docker's first check waits a whole interval). */
 async function passesHealthcheck(access: NodeAccess, w: ContainerWork): Promise<boolean> {
-  const hc = w.definition.healthcheck;
-  if (!hc) return true;
-  const r = await access.docker
-    .exec(w.name, hc.test, { timeoutMs: (hc.timeout_s ?? 5) * 1000 })
-    .catch(() => ({ code: -1 }));
-  return r.code === 0;
+  return !w.definition.healthcheck || (await runHealthcheck(access.docker, w)) === 0;
 }
 
 /** Read a node's state for every item of the plan on it; changes nothing. */
@@ -164,6 +160,9 @@ async function observeNode(
       else if (info.state.health === 'starting' && !(await passesHealthcheck(access, w)))
         // NOTE: a node that just came back (a Galera member waiting for the others) is in its start period
         unwell.push([w.name, 'health check not passed yet']);
+      // files it re-reads in place, on disk but not served: a run killed after their upload, or refused
+      else if (w.reloads && info.state.running && !(await passesHealthcheck(access, w)))
+        unwell.push([w.name, 'does not serve the files it reloads yet (a reload under way, or refused: see its log)']);
     }
   }
   let sums = new Map<string, string>();

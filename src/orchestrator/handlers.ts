@@ -908,7 +908,13 @@ export const health: Handler<Of<'health'>, EngineContext> = async (a, ctx, run) 
       }
     }),
   );
-  await Promise.all(works.filter((w) => !guarded.includes(w)).map((w) => waitHealthy(ctx, w)));
+  // found not serving the files it re-reads (a run killed after their upload): its own check decides,
+  // since Docker's verdict lags an interval behind
+  const reloading = works.filter((w) => w.reloads && a.unwell?.includes(w.name));
+  await Promise.all(
+    works.filter((w) => !guarded.includes(w) && !reloading.includes(w)).map((w) => waitHealthy(ctx, w)),
+  );
+  for (const w of reloading) await waitReloaded(ctx, ctx.connect(a.node), run, w, Object.keys(w.reloads!));
   return `${works.length} container(s) healthy${changes ? `, ${changes} change(s)` : ''}`;
 };
 
