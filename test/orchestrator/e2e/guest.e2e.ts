@@ -545,7 +545,10 @@ describe('real guests: libvirt with QEMU TCG on a 1ctl-2comp lab', () => {
     const migrations = osJson<{ Id: number; Status: string; 'Source Node': string; 'Dest Node': string }[]>(
       `--os-compute-api-version 2.30 server migration list --server ${id}`,
     ).sort((a, b) => b.Id - a.Id);
-    expect(migrations[0], JSON.stringify(migrations)).toMatchObject({ Status: 'cancelled', 'Source Node': src });
+    // Nova records an aborted migration `cancelled`, or `failed` when libvirt's job ends on the abort's
+    // error before Nova's monitor sees it cancelled (seen with the throttled link): never `completed`
+    expect(migrations[0], JSON.stringify(migrations)).toMatchObject({ 'Source Node': src, 'Dest Node': dst });
+    expect(['cancelled', 'failed']).toContain(migrations[0]!.Status);
     expect(computes()).toEqual({ 'cmp-0': 'enabled', 'cmp-1': 'enabled' });
     // the guest never stopped: the same boot, its counter never went back, its QEMU still on the source alone
     expect(seen.bootIds).toEqual([server.boot]);
