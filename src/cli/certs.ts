@@ -7,7 +7,7 @@ import { certsDirFor } from '../certs/files.js';
 import { CERT_POLICY, generateCerts } from '../certs/generate.js';
 import { TLS_ENDPOINTS, type TlsEndpoint } from '../inventory/schema.js';
 import { listCerts, type CertRow } from '../certs/list.js';
-import { loadAll, type Loaded } from './context.js';
+import { loadAll, registryCaPem, type Loaded } from './context.js';
 import { out, printIssues, table } from './output.js';
 import { numberOption } from './numbers.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
@@ -150,9 +150,13 @@ async function renew(opts: RenewOpts): Promise<void> {
   out(
     renewed.length
       ? `${renewed.length} certificate(s) issued. Roll them out: stackctl deploy -i ${opts.inventory} ` +
-          '(the containers that read them are recreated, node by node; docs/tls.md).\n'
+          '(HAProxy reloads them in place, node by node; docs/tls.md).\n'
       : `Nothing to renew: every generated certificate has ${days} or more days left.\n`,
   );
+  if (renewed.some((o) => o.name === 'registry') && registryCaPem(all) !== undefined)
+    out(
+      `The registry's: stackctl images push -i ${opts.inventory} (restarts the registry with it; its images stay).\n`,
+    );
 }
 
 function list(opts: CommonOpts & { json?: boolean }): void {

@@ -2,20 +2,21 @@ import { resolve } from 'node:path';
 import { sha256 } from '../core/hash.js';
 import { readTextFile } from '../core/fs.js';
 import { defaultReleasesDir, defaultRolesDir } from '../core/paths.js';
-import { type Issue } from '../core/errors.js';
+import { InputError, messageOf, ValidationFailed, type Issue } from '../core/errors.js';
 import { allocate, ipamFileFor, loadIpamState, type Allocation } from '../inventory/ipam.js';
 import { MAX_INVENTORY_BYTES, parseInventory, type LoadedInventory } from '../inventory/load.js';
 import { loadSecrets, secretsFileFor, type Secrets } from '../inventory/secrets.js';
-import { ValidationFailed } from '../core/errors.js';
 import { loadCatalog, type Catalog } from '../roles/catalog.js';
 import { loadRelease } from '../roles/release.js';
 import type { Release } from '../roles/schema.js';
 import { buildPlan, type Plan, type PlanResult } from '../roles/plan.js';
 import { adminCredentials } from '../roles/credentials.js';
 import { IDENTITY_ADMIN_PASSWORD } from '../orchestrator/planner.js';
-import type { Secret } from '../core/secret.js';
-import { certsDirFor } from '../certs/files.js';
-import { loadTlsMaterial } from '../certs/served.js';
+import { Secret } from '../core/secret.js';
+import { certsDirFor, readPem } from '../certs/files.js';
+import { caFile, endpointFiles, loadTlsMaterial } from '../certs/served.js';
+import { caFetch } from '../images/registry-https.js';
+import type { RegistryTls } from '../images/registry-tls.js';
 import { resolveDigests, unpinnedImages } from '../images/pin.js';
 import type { RegistryAccess } from '../images/registry-api.js';
 import {
@@ -135,12 +136,73 @@ export function planOf(all: Loaded, opts: { readonly keepRendered?: boolean } = 
   });
 }
 
-/** How this machine asks the inventory's registry: plain HTTP only with cloud.registry_insecure. */
+/** The registry's host:port as the nodes pull from it: cloud.registry, else the release manifest's. */
+export function registryOf(all: Pick<Loaded, 'loaded' | 'release'>): string {
+  return all.loaded.inventory.cloud.registry ?? all.release.registry;
+}
+
+/**
+ * What stackctl's registry serves for this inventory: plain HTTP with cloud.registry_insecure,
+ * else TLS with the inventory's registry certificate (the `tls:` section's, from `certs generate`
+ * or tls.endpoints.registry), trusted through the cloud's CA. Reads the key: call it only where the
+ * registry is started or configured. InputError E_CERT_MISSING when the files cannot be read.
+ */
+export function registryTls(all: Pick<Loaded, 'loaded' | 'release' | 'inventoryFile'>): RegistryTls | false {
+  const inv = all.loaded.inventory;
+  if (inv.cloud.registry_insecure === true || !inv.tls) return false;
+  const dir = certsDirFor(all.inventoryFile);
+  const files = endpointFiles(all.inventoryFile, dir, inv.tls, 'registry');
+  const ca = caFile(all.inventoryFile, dir, inv.tls)!;
+  try {
+    return {
+      certPem: readPem(files.cert),
+      key: new Secret(readPem(files.key)),
+      caPem: readPem(ca),
+      host: registryOf(all).replace(/:\d+$/, ''),
+    };
+  } catch (e) {
+    throw registryCertMissing(all, e);
+  }
+}
+
+/**
+ * How this machine asks the inventory's registry: plain HTTP with cloud.registry_insecure; with a
+ * `tls:` section, HTTPS trusting the cloud's CA only and checking the registry's name (whatever
+ * address is asked); else HTTPS with the system's trust (an operator's registry).
+ */
 export function registryAccess(all: Loaded, address?: string): RegistryAccess {
+  const ca = registryCaPem(all);
   return {
     scheme: all.loaded.inventory.cloud.registry_insecure === true ? 'http' : 'https',
     ...(address ? { address } : {}),
+    ...(ca ? { fetch: caFetch(ca, registryOf(all).replace(/:\d+$/, '')) } : {}),
   };
+}
+
+/**
+ * The CA (PEM) the registry's clients trust it with when stackctl's registry serves TLS for this
+ * inventory (see registryTls); undefined for plain HTTP. E_CERT_MISSING when the CA cannot be read.
+ */
+export function registryCaPem(all: Pick<Loaded, 'loaded' | 'release' | 'inventoryFile'>): string | undefined {
+  const inv = all.loaded.inventory;
+  if (inv.cloud.registry_insecure === true || !inv.tls) return undefined;
+  const ca = caFile(all.inventoryFile, certsDirFor(all.inventoryFile), inv.tls)!;
+  try {
+    return readPem(ca);
+  } catch (e) {
+    throw registryCertMissing(all, e);
+  }
+}
+
+function registryCertMissing(all: Pick<Loaded, 'loaded' | 'release'>, e: unknown): InputError {
+  return new InputError(
+    'E_CERT_MISSING',
+    `the registry ${registryOf(all)} is served over TLS (cloud.registry_insecure is not true) but its certificate or CA cannot be read: ${messageOf(e)}`,
+    {
+      hint: "Run 'stackctl certs generate -i INVENTORY' (or name the operator's files under tls.endpoints.registry and tls.ca).",
+      cause: e,
+    },
+  );
 }
 
 /** How to pin. */

@@ -5,6 +5,7 @@ import { formatBuildEvent, buildImages } from '../images/build.js';
 import { imageSpecs, LABEL } from '../images/catalog.js';
 import { localEngine } from '../remote/docker-local.js';
 import { DEFAULT_REGISTRY_ADDRESS, ensureRegistry, pushImages, REGISTRY_CONTAINER } from '../images/registry.js';
+import { servedMode } from '../images/registry-tls.js';
 import { loadRelease } from '../roles/release.js';
 import { buildHostImage } from '../images/host.js';
 import { buildGuestImage } from '../images/guest.js';
@@ -13,7 +14,7 @@ import { formatPinChanges, short, unpinnedImages } from '../images/pin.js';
 import { PinSource, savePins, withPins } from '../images/pins.js';
 import { imageRef } from '../roles/release.js';
 import type { Release } from '../roles/schema.js';
-import { loadAll, pinImages, planOf } from './context.js';
+import { loadAll, pinImages, planOf, registryTls } from './context.js';
 import { out, table } from './output.js';
 import { withRunLock } from './run-lock.js';
 
@@ -71,8 +72,15 @@ async function push(opts: PushOpts): Promise<void> {
   const all = inventory ? loadAll(inventoryOf({ ...opts, inventory })) : undefined;
   const release = load(opts, all?.release.name);
   const engine = localEngine();
-  const reg = await ensureRegistry(engine, { release, address: opts.registry, container: opts.registryContainer });
+  const tls = all ? registryTls(all) : undefined;
+  const reg = await ensureRegistry(engine, {
+    release,
+    address: opts.registry,
+    container: opts.registryContainer,
+    ...(tls !== undefined ? { tls } : {}),
+  });
   if (reg.created) out(`started registry ${reg.container} at ${reg.address}\n`);
+  if (reg.reconfigured) out(`registry ${reg.container} now serves ${servedMode(tls ?? false)}\n`);
   const { pushed, missing } = await pushImages(engine, release, reg.address, opts.only ?? [], (l) => out(l + '\n'));
   out(`${pushed.length} image(s) pushed to ${reg.address}\n`);
   if (missing.length) out(`not built, skipped: ${missing.join(', ')} (stackctl images build)\n`);

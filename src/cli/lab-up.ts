@@ -6,10 +6,11 @@ import { packageRoot } from '../core/paths.js';
 import { buildImages, formatBuildEvent } from '../images/build.js';
 import { localEngine, type LocalEngine } from '../remote/docker-local.js';
 import { DEFAULT_REGISTRY_ADDRESS, ensureRegistry, REGISTRY_CONTAINER } from '../images/registry.js';
+import { servedMode } from '../images/registry-tls.js';
 import { labDown, labStatus, labUp, labPaths, type LabInput } from '../lab/nodes/lab.js';
 import { LAB_COMPUTE, TOPOLOGIES, labInventoryYaml, topology, type LabCompute } from '../lab/nodes/topology.js';
 import { VM_LAB_DEFAULTS } from '../lab/vm/layout.js';
-import { loadAll, type Loaded } from './context.js';
+import { loadAll, registryTls, type Loaded } from './context.js';
 import { labPowers, startBmcs, stopBmcs } from './lab.js';
 import { inventoryOf, loadOpts, prepareLabInventory, type LabOpts } from './lab-inventory.js';
 import { VM_REGISTRY_PUSH_ADDRESS, runVmLabDown, runVmLabStatus, runVmLabUp, type VmUpOpts } from './lab-vm.js';
@@ -116,18 +117,23 @@ export async function runLabUp(o: UpOpts, deps: LabCliDeps = defaultDeps()): Pro
     },
   });
   const started = Date.now();
+  const tls = registryTls(all);
   const report = await labUp(
-    labInput(all),
+    { ...labInput(all), ...(tls ? { registryCa: tls.caPem } : {}) },
     {
       engine,
       log: (l) => out(l + '\n'),
-      ensureRegistry: () =>
-        ensureRegistry(engine, {
+      ensureRegistry: async () => {
+        const reg = await ensureRegistry(engine, {
           release: all.release,
           address: o.registry ?? DEFAULT_REGISTRY_ADDRESS,
           container: o.registryContainer ?? REGISTRY_CONTAINER,
           labels: { 'org.stackctl.lab': inv.cloud.name },
-        }),
+          tls,
+        });
+        if (reg.reconfigured) out(`registry ${reg.container} now serves ${servedMode(tls)}\n`);
+        return reg;
+      },
       startBmcs: async () => {
         const r = await startBmcs(all, {
           timeoutS: 20,

@@ -20,7 +20,7 @@ import {
 import { buildImages } from '../images/build.js';
 import { ensureRegistry } from '../images/registry.js';
 import type { LocalEngine } from '../remote/docker-local.js';
-import { loadAll, type Loaded } from './context.js';
+import { loadAll, registryTls, type Loaded } from './context.js';
 import { labPowers, runningBmcs, startBmcs, stopBmcs } from './lab.js';
 import { inventoryOf, loadOpts, prepareLabInventory, type LabOpts } from './lab-inventory.js';
 import { out, table } from './output.js';
@@ -92,6 +92,7 @@ async function ensureVmRegistry(all: Loaded, o: VmUpOpts, engine: LocalEngine): 
     container,
     publishAlso: [nodeSide],
     labels: { 'org.stackctl.lab': inv.cloud.name },
+    tls: registryTls(all),
   });
   if (reg.created) recordVmRegistry(all.inventoryFile, reg.container);
   if (reg.created)

@@ -14,7 +14,7 @@ import { staleRamdiskFiles, startRunBootServices, type BootFiles } from '../prov
 import { openNodeSession, type NodeSession, type Site } from '../provision/workflows/session.js';
 import type { AgentReport } from '../pxe/http.js';
 import type { BootServices } from '../pxe/services.js';
-import { loadAll, type Loaded } from './context.js';
+import { loadAll, registryCaPem, registryOf, type Loaded } from './context.js';
 import { fanOut, reportOutcomes, resultCell, type NodeOutcome } from './fanout.js';
 import { RANGE, numberOption, secondsOption } from './numbers.js';
 import type { CommonOpts } from './options.js';
@@ -52,11 +52,13 @@ export function openSession(opts: LifecycleOpts, quiet: boolean): Session {
 
 /** What the node workflows read of a loaded inventory. */
 export function siteOf(all: Loaded): Site {
+  const ca = registryCaPem(all);
   return {
     inventoryFile: all.inventoryFile,
     inventory: all.loaded.inventory,
     addresses: all.allocation.addresses,
-    registry: all.loaded.inventory.cloud.registry ?? all.release.registry,
+    registry: registryOf(all),
+    ...(ca ? { registryCa: ca } : {}),
   };
 }
 

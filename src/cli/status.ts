@@ -6,7 +6,15 @@ import { collectStatus, STATUS_DEFAULTS } from '../status/collect.js';
 import { formatStatus } from '../status/format.js';
 import type { StatusReport } from '../status/model.js';
 import { checkTags } from '../images/pin.js';
-import { internalAdminEnv, loadAll, planOf, registryAccess, type Loaded } from './context.js';
+import {
+  internalAdminEnv,
+  loadAll,
+  planOf,
+  registryAccess,
+  registryCaPem,
+  registryOf,
+  type Loaded,
+} from './context.js';
 import { EXPIRY_THRESHOLD_DAYS, type ReadCertificate } from '../certs/expiry.js';
 import { certsDirFor, readPem } from '../certs/files.js';
 import { readServedCertificate } from '../certs/probe.js';
@@ -29,17 +37,24 @@ export interface StatusOpts extends CommonOpts {
 }
 
 /**
- * What status reads of TLS: the CA from its file, and each endpoint HAProxy serves over TLS at
- * every address it is served on (the first TLS frontend's port), as a client meets it.
+ * What status reads of TLS: the CA from its file, each endpoint HAProxy serves over TLS at
+ * every address it is served on (the first TLS frontend's port), as a client meets it, and the
+ * registry's certificate when stackctl's registry serves TLS.
  */
 export function certificateReader(all: Loaded, plan: Plan): (() => Promise<ReadCertificate[]>) | undefined {
-  if (!plan.tls?.length) return undefined;
+  const registryTls = registryCaPem(all) !== undefined;
+  if (!plan.tls?.length && !registryTls) return undefined;
   const ca = caFile(all.inventoryFile, certsDirFor(all.inventoryFile), all.loaded.inventory.tls);
   const targets: { name: string; host: string; port: number }[] = [];
-  for (const name of plan.tls) {
+  for (const name of plan.tls ?? []) {
     const vip = name === 'public' ? plan.vips['external'] : plan.vips['internal_api'];
     const f = plan.services.flatMap((s) => s.frontends).find((x) => x.tls?.length && (!vip || x.tls.includes(vip)));
     for (const host of f?.tls ?? []) if (!vip || host === vip) targets.push({ name, host, port: f!.port });
+  }
+  if (registryTls) {
+    // the registry as the nodes reach it (cloud.registry), read from this machine
+    const m = /^(.+):(\d+)$/.exec(registryOf(all));
+    if (m) targets.push({ name: 'registry', host: m[1]!, port: Number(m[2]) });
   }
   return async () => {
     const read: ReadCertificate[] = [];

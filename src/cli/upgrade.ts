@@ -29,7 +29,7 @@ import { PRECHECK_HANDLERS } from '../upgrade/prechecks.js';
 import { RunOutcome, formatUpgradeReport, type UpgradeReport } from '../upgrade/report.js';
 import { runUpgrade as runSteps } from '../upgrade/run.js';
 import { hookHandler } from '../upgrade/run-hooks.js';
-import { internalAdminEnv, loadAll, pinImages, planOf, type Loaded } from './context.js';
+import { internalAdminEnv, loadAll, pinImages, planOf, registryAccess, type Loaded } from './context.js';
 import { eventSink, nodeSessions } from './node-sessions.js';
 import { RANGE, numberOption, secondsOption } from './numbers.js';
 import { choiceOption, dryRunOption, inventoryOptions, maxFailPercentOption, type CommonOpts } from './options.js';
@@ -233,6 +233,7 @@ export async function runUpgrade(
       services: all.catalog.provides,
       inventory: all.loaded.inventory,
       inventoryFile: all.inventoryFile,
+      registry: registryAccess(all),
       plan,
       current: all.release,
       target,

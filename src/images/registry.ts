@@ -2,13 +2,18 @@
  * The deploy host's image registry: a container of our `registry` image
  * (Debian's docker-registry, no auth) published on a host address, 127.0.0.1:5000
  * by default, so that the host's dockerd pushes to it as a "localhost"
- * registry (insecure by default there), and nodes pull from it over the lab
- * network under the inventory's registry address.
+ * registry (insecure by default there, which Docker tries over TLS first
+ * without verifying), and nodes pull from it over the lab or provisioning
+ * network under the inventory's registry address. With an inventory that turns
+ * TLS on (registry-tls.ts) it serves the registry certificate; an inventory
+ * with `cloud.registry_insecure: true` turns it back to plain HTTP.
  */
 import { RemoteError, UsageError } from '../core/errors.js';
 import type { Release } from '../roles/schema.js';
 import { labImageRef } from './catalog.js';
 import { DIGEST } from './pins.js';
+import { caFetch } from './registry-https.js';
+import { fingerprintOf, registryFiles, servedFingerprint, type RegistryTls } from './registry-tls.js';
 import type { LocalContainer, LocalEngine, ProgressLine } from '../remote/docker-local.js';
 
 /** How long a started registry container gets to answer its HTTP API. */
@@ -31,6 +36,12 @@ export interface RegistryOptions {
   readonly labels?: Readonly<Record<string, string>>;
   /** Further host:port addresses to publish on, e.g. the VM lab bridge's address for its nodes. */
   readonly publishAlso?: readonly string[];
+  /**
+   * What to serve: TLS with this certificate, plain HTTP (false), or whatever the
+   * container serves now (absent: a push without an inventory). A running registry
+   * serving something else is reconfigured in place and restarted (its images stay).
+   */
+  readonly tls?: RegistryTls | false;
 }
 
 /** Split host:port; the port is required. */
@@ -50,20 +61,35 @@ export interface RegistryState {
   readonly address: string;
   /** True when this call created the container (so its caller owns it). */
   readonly created: boolean;
+  /** True when this call changed what a running registry serves (TLS on, off, or another certificate). */
+  readonly reconfigured: boolean;
 }
 
-async function waitHttp(url: string, timeoutMs: number): Promise<boolean> {
+/**
+ * Until `url` answers 2xx (or, with `anyTls`, 400: what a TLS registry says to plain HTTP), or the
+ * deadline: the last failure's reason, or undefined once it answered.
+ */
+async function waitHttp(url: string, timeoutMs: number, f: typeof fetch, anyTls = false): Promise<string | undefined> {
   const deadline = Date.now() + timeoutMs;
+  let why = 'no answer';
   while (Date.now() < deadline) {
     try {
-      const r = await fetch(url, { signal: AbortSignal.timeout(1000) });
-      if (r.ok) return true;
-    } catch {
-      // not listening yet
+      const r = await f(url, { signal: AbortSignal.timeout(1000) });
+      if (r.ok || (anyTls && r.status === 400)) return undefined;
+      why = `HTTP ${r.status}`;
+    } catch (e) {
+      why = e instanceof Error && e.cause instanceof Error ? e.cause.message : String(e); // not listening yet, or TLS refused
     }
     await new Promise((r) => setTimeout(r, 100));
   }
-  return false;
+  return why;
+}
+
+/** Whether the registry at `address` serves what `want` asks (TLS with its certificate, or plain HTTP). */
+async function serves(address: string, want: RegistryTls | false): Promise<boolean> {
+  const { host, port } = splitAddress(address);
+  const served = await servedFingerprint(host, Number(port));
+  return want ? served === fingerprintOf(want.certPem) : served === undefined;
 }
 
 /** Start the registry container unless it runs already; re-entrant. Needs the `registry` image built. */
@@ -93,6 +119,7 @@ export async function ensureRegistry(engine: LocalEngine, opts: RegistryOptions)
       restart: 'unless-stopped',
     });
     created = true;
+    if (opts.tls) await engine.putArchive(name, '/', registryFiles(opts.tls));
     c = await engine.container(name);
   }
   if (!c?.running) {
@@ -104,13 +131,38 @@ export async function ensureRegistry(engine: LocalEngine, opts: RegistryOptions)
       throw e;
     }
   }
-  // A started registry answers within a second on a quiet machine; a loaded one can take far longer.
-  if (!(await waitHttp(`http://${address}/v2/`, REGISTRY_START_TIMEOUT_MS))) {
-    throw new RemoteError('E_REGISTRY_DOWN', `the registry ${name} does not answer at http://${address}/v2/`, {
-      hint: `See \`docker logs ${name}\`; another process may hold ${address}.`,
-    });
+  const want = opts.tls;
+  const scheme = want ? 'https' : 'http';
+  const f = want ? caFetch(want.caPem, want.host) : fetch;
+  let reconfigured = false;
+  // (a registry started just now must listen before what it serves can be asked)
+  if (
+    want !== undefined &&
+    !created &&
+    (await waitHttp(`http://${address}/v2/`, REGISTRY_START_TIMEOUT_MS, fetch, true)) === undefined &&
+    !(await serves(address, want))
+  ) {
+    // Debian's registry reads its configuration at start only: new files, then a restart (the volume keeps the images).
+    await engine.putArchive(name, '/', registryFiles(want));
+    await engine.restart(name, 10);
+    reconfigured = true;
   }
-  return { container: name, address, created };
+  // A started registry answers within a second on a quiet machine; a loaded one can take far longer.
+  // Without a wish (a push without inventory) a TLS registry will do too: Docker pushes to loopback either way.
+  const why = await waitHttp(`${scheme}://${address}/v2/`, REGISTRY_START_TIMEOUT_MS, f, want === undefined);
+  if (why !== undefined) {
+    throw new RemoteError(
+      'E_REGISTRY_DOWN',
+      `the registry ${name} does not answer at ${scheme}://${address}/v2/: ${why}`,
+      {
+        hint: want
+          ? `See \`docker logs ${name}\`. A certificate error means the registry serves another certificate than ` +
+            `the inventory's registry certificate for ${want.host} (stackctl certs list).`
+          : `See \`docker logs ${name}\`; another process may hold ${address}.`,
+      },
+    );
+  }
+  return { container: name, address, created, reconfigured };
 }
 
 /** One pushed image. */

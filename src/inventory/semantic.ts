@@ -77,13 +77,13 @@ export function checkInventory(
     );
   }
 
-  // NOTE: stackctl's registry (images push, lab up) speaks plain HTTP until registry TLS lands; nothing
-  // else is supported yet, so the inventory must say that it accepts plain HTTP.
-  if (inv.cloud.registry_insecure !== true) {
+  // stackctl's registry (images push, lab up) serves TLS with the cloud's CA when the inventory has a
+  // `tls:` section; without one it speaks plain HTTP, which the inventory must accept in so many words.
+  if (inv.cloud.registry_insecure !== true && !inv.tls) {
     err(
       'E_REGISTRY_PLAIN_HTTP',
-      `the registry ${inv.cloud.registry ?? "(the release manifest's)"} speaks plain HTTP, and cloud.registry_insecure is not true`,
-      "Set cloud.registry_insecure: true to accept that the nodes pull over HTTP without TLS (their dockerd lists the registry under insecure-registries): keep the registry on the isolated provisioning network. Images are pulled by pinned digest, so content that does not match a pin is refused, but a first pin trusts what the registry answers. TLS for stackctl's registry is coming; then this setting can be false.",
+      `the registry ${inv.cloud.registry ?? "(the release manifest's)"} would speak plain HTTP (no tls section), and cloud.registry_insecure is not true`,
+      "Add a tls: section (then `stackctl certs generate` issues the registry's certificate, the registry serves it and the nodes' dockerd trusts the cloud's CA for it; docs/tls.md), or set cloud.registry_insecure: true to accept that the nodes pull over plain HTTP (their dockerd lists the registry under insecure-registries): keep the registry on the isolated provisioning network then.",
       inv.cloud.registry_insecure === undefined ? ['cloud'] : ['cloud', 'registry_insecure'],
     );
   }

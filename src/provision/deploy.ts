@@ -40,6 +40,7 @@ import { recordHostKey } from '../remote/known-hosts.js';
 import type { InspectPower } from './inspect.js';
 import type { NodeRecord, NodeStateStore } from './machine.js';
 import { NodeEvent, NodeState } from './states.js';
+import { dockerTrustFiles } from '../images/registry-tls.js';
 
 /** Defaults of the workflows. */
 export const DEPLOY_DEFAULTS = {
@@ -159,6 +160,8 @@ export interface DeployTarget {
   readonly networks?: readonly CarriedNetwork[];
   /** Registries (host:port) the node's dockerd pulls from over plain HTTP: /etc/docker/daemon.json. */
   readonly insecureRegistries?: readonly string[];
+  /** The registry (host:port) served over TLS and the CA (PEM, public) the node's dockerd trusts it with. */
+  readonly registryTrust?: { readonly registry: string; readonly ca: string };
 }
 
 /** One more network of a node, on the provisioning NIC. */
@@ -335,6 +338,9 @@ export function nodeFiles(t: DeployTarget, authorizedKey: string): AgentFile[] {
     ...(t.networks ?? []).filter((n) => n.vlan !== undefined).flatMap(vlanFiles),
     ...(t.insecureRegistries?.length
       ? [{ path: '/etc/docker/daemon.json', mode: 0o644, content: dockerDaemonJson(t.insecureRegistries) }]
+      : []),
+    ...(t.registryTrust
+      ? dockerTrustFiles([t.registryTrust.registry], t.registryTrust.ca).map((f) => ({ ...f, mode: 0o644 }))
       : []),
   ];
 }

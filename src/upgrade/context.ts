@@ -8,6 +8,7 @@
  */
 import type { Inventory } from '../inventory/schema.js';
 import type { EngineContext } from '../orchestrator/context.js';
+import type { RegistryAccess } from '../images/registry-api.js';
 import type { Handler, Handlers } from '../orchestrator/engine.js';
 import type { Release } from '../roles/schema.js';
 import type { OpenStackClient } from '../status/openstack-client.js';
@@ -26,6 +27,8 @@ export interface UpgradeContext extends EngineContext {
   readonly inventory: Inventory;
   /** Path of the inventory file (hooks and messages name it). */
   readonly inventoryFile: string;
+  /** How this machine asks the registry (scheme, and the cloud CA's client when stackctl's registry serves TLS). */
+  readonly registry: RegistryAccess;
   readonly plan: UpgradePlan;
   readonly current: Release;
   readonly target: Release;

@@ -493,10 +493,7 @@ const checkHealthy: Handler<'check-healthy'> = async (action, ctx) => {
 
 const checkImages: Handler<'check-images'> = async (action, ctx) => {
   // NOTE: the references carry the registry the nodes pull from (cloud.registry or the manifest's).
-  const r = await checkImagesPresent(action.images, {
-    release: ctx.target.name,
-    scheme: ctx.inventory.cloud.registry_insecure === true ? 'http' : 'https',
-  });
+  const r = await checkImagesPresent(action.images, { ...ctx.registry, release: ctx.target.name });
   return `${r.present.length} target image(s) present in the registry ${r.registry}`;
 };
 

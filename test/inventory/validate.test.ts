@@ -241,6 +241,16 @@ describe('stackctl inventory validate', () => {
     expect(readdirSync(dirname(file))).toEqual(before);
   });
 
+  it('accepts registry_insecure false once a tls section makes the registry serve TLS', async () => {
+    const file = copyInventory(MULTI);
+    const text = readFileSync(file, 'utf8');
+    expect(text).toContain('registry_insecure: true');
+    writeFileSync(file, text.replace('registry_insecure: true', 'registry_insecure: false') + '\ntls: {}\n');
+    const r = await runCli('inventory', 'validate', '-i', file);
+    expect(r.stderr).not.toContain('E_REGISTRY_PLAIN_HTTP');
+    expect(r.code, r.stderr).toBe(0);
+  });
+
   it.each(mutations)('refuses $scenario ($code), naming file, line and column', async (m) => {
     const file = copyInventory(m.inventory);
     const text = readFileSync(file, 'utf8');
@@ -307,10 +317,10 @@ describe('stackctl inventory validate', () => {
     expect(r.code).toBe(3);
     expect(r.stderr).toMatch(/lab\.yaml:\d+:\d+: error E_REGISTRY_PLAIN_HTTP at \/cloud:/);
     expect(r.stderr).toContain(
-      'the registry 192.168.24.1:5000 speaks plain HTTP, and cloud.registry_insecure is not true',
+      'the registry 192.168.24.1:5000 would speak plain HTTP (no tls section), and cloud.registry_insecure is not true',
     );
-    expect(r.stderr).toContain('Set cloud.registry_insecure: true');
-    expect(r.stderr).toContain('TLS for stackctl');
+    expect(r.stderr).toContain('set cloud.registry_insecure: true');
+    expect(r.stderr).toContain('Add a tls: section');
   });
 
   it('reports every fault at once', async () => {

@@ -193,6 +193,17 @@ export function deployLab(name: string, prefix: string, offset: number, options:
         expect(ready, `${node}: its dockerd did not answer within 60 s`).toBe(true);
       }
     },
+    /** `lab up` again on the lab's inventory as it is now (re-entrant: it brings what exists in line). */
+    async upAgain(): Promise<string> {
+      const lines: string[] = [];
+      const spy = vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => lines.push(String(chunk)) > 0);
+      try {
+        await runLabUp({ ...labOpts }, labDeps());
+      } finally {
+        spy.mockRestore();
+      }
+      return lines.join('');
+    },
     /**
      * Drop the cached SSH connections and open a fresh pool: after a node was powered off and on,
      * its old connection is dead and a call over it would wait for the keep-alive to notice.

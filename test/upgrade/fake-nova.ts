@@ -286,6 +286,7 @@ export function fakeContext(over: Partial<UpgradeContext> = {}): UpgradeContext 
     services: catalog.provides,
     inventory: loaded.inventory,
     inventoryFile: 'inventories/lab.yaml',
+    registry: { scheme: 'http' },
     plan: {} as UpgradeContext['plan'], // NOTE: no handler under test reads the upgrade plan
     current: release,
     target: release,

@@ -182,9 +182,10 @@ export function fakeContext(
   let t = 0;
   const ctx: UpgradeContext = {
     services: { clusterChecks: new Map(), agents: new Map(), networkAgents: new Map() },
-    // the lab's plain-HTTP registry, as every inventory says today (cloud.registry_insecure)
+    // the lab's plain-HTTP registry (cloud.registry_insecure)
     inventory: { cloud: { registry_insecure: true } } as UpgradeContext['inventory'],
     inventoryFile: opts.inventoryFile ?? '/nonexistent/inv.yaml',
+    registry: { scheme: 'http' },
     plan,
     current: { name: 'zed' } as Release,
     target: { name: 'zed-update' } as Release,

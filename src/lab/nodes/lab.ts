@@ -15,11 +15,12 @@ import type { ParsedNetwork } from '../../inventory/semantic.js';
 import { labImageRef } from '../../images/catalog.js';
 import type { ContainerSpec, LocalEngine } from '../../remote/docker-local.js';
 import { REGISTRY_CONTAINER } from '../../images/registry.js';
+import { dockerTrustFiles } from '../../images/registry-tls.js';
 import type { Release } from '../../roles/schema.js';
 import { ensureKeyPair, sshKeygen, writeKnownHosts, type KeyGen } from './keys.js';
 import { writeLabMachines } from './machines.js';
 import { checksumOffloadOff, hostNetContainer } from './offload.js';
-import { tarFiles } from './tar.js';
+import { tarFiles, type TarFile } from './tar.js';
 
 /** Labels on everything a container lab creates. */
 export const LAB_LABEL = {
@@ -60,6 +61,8 @@ export interface LabInput {
   readonly registry: string;
   /** cloud.registry_insecure: the nodes' dockerd pulls from the registry over plain HTTP. */
   readonly registryInsecure: boolean;
+  /** The CA the nodes' dockerd trusts the registry with when it serves TLS (/etc/docker/certs.d). */
+  readonly registryCa?: string;
   readonly release: Release;
   readonly networks: ReadonlyMap<string, ParsedNetwork>;
   /** The inventory network Neutron's floating IPs are on (cloud.resources.external_network), if any. */
@@ -234,18 +237,51 @@ export interface LabUpReport {
   readonly plan: LabPlan;
 }
 
+/** How a node's dockerd reaches the lab registry under its names (host:port). */
+export interface NodeRegistry {
+  readonly names: readonly string[];
+  /** Plain HTTP: the names go to insecure-registries. */
+  readonly insecure: boolean;
+  /** TLS: the CA each name is trusted with (certs.d/<name>/ca.crt). */
+  readonly ca?: string;
+}
+
+/** The nested dockerd's daemon.json: the registry names under insecure-registries only when plain HTTP. */
+export function nodeDaemonJson(r: NodeRegistry): string {
+  return JSON.stringify({ 'storage-driver': 'overlay2', 'insecure-registries': r.insecure ? r.names : [] }) + '\n';
+}
+
+/** daemon.json and, for a registry over TLS, the CA under each of its names. */
+export function nodeRegistryFiles(r: NodeRegistry): TarFile[] {
+  return [
+    { path: 'etc/docker/daemon.json', data: nodeDaemonJson(r), mode: 0o644 },
+    ...(r.ca && !r.insecure
+      ? dockerTrustFiles(r.names, r.ca).map((f) => ({ path: f.path.slice(1), data: f.content, mode: 0o644 }))
+      : []),
+  ];
+}
+
 /** Files injected into a node before its first start. */
-function nodeFiles(hostKey: string, hostPub: string, operatorPub: string, registries: readonly string[]): Buffer {
+function nodeFiles(hostKey: string, hostPub: string, operatorPub: string, registry: NodeRegistry): Buffer {
   return tarFiles([
     { path: 'etc/ssh/ssh_host_ed25519_key', data: hostKey, mode: 0o600 },
     { path: 'etc/ssh/ssh_host_ed25519_key.pub', data: hostPub + '\n', mode: 0o644 },
     { path: 'root/.ssh/authorized_keys', data: operatorPub + '\n', mode: 0o600 },
-    {
-      path: 'etc/docker/daemon.json',
-      data: JSON.stringify({ 'storage-driver': 'overlay2', 'insecure-registries': registries }) + '\n',
-      mode: 0o644,
-    },
+    ...nodeRegistryFiles(registry),
   ]);
+}
+
+/**
+ * An existing node's registry files brought in line with the inventory (registry_insecure turned
+ * off, a new CA): written again, and dockerd told to reload its daemon.json (SIGHUP: insecure-registries
+ * is one of the settings it reloads; certs.d is read at each pull). True when daemon.json changed.
+ */
+async function refreshNodeRegistry(engine: LocalEngine, container: string, registry: NodeRegistry): Promise<boolean> {
+  const before = await engine.exec(container, ['cat', '/etc/docker/daemon.json']);
+  await engine.putArchive(container, '/', tarFiles(nodeRegistryFiles(registry)));
+  if (before.exitCode === 0 && before.output === nodeDaemonJson(registry)) return false;
+  await engine.exec(container, ['pkill', '-HUP', '-x', 'dockerd']);
+  return true;
 }
 
 /** Bring the lab up; re-entrant (CONVENTIONS.md 6): a second run finds everything and changes nothing. */
@@ -322,12 +358,14 @@ export async function labUp(input: LabInput, deps: LabDeps, opts: LabUpOptions =
     plan.nodes.map((n) => ({ addresses: Object.values(n.addresses), publicKey: hostKeys.get(n.node)!.pub })),
   );
 
-  // Plain HTTP only because the inventory says so (cloud.registry_insecure).
-  const registries = [
-    ...(plan.registry && input.registryInsecure
+  // Plain HTTP only because the inventory says so (cloud.registry_insecure); else TLS with the cloud's CA.
+  const registry: NodeRegistry = {
+    names: plan.registry
       ? [`${plan.registry.ip}:${plan.registry.port}`, `${REGISTRY_ALIAS}:${plan.registry.port}`]
-      : []),
-  ];
+      : [],
+    insecure: input.registryInsecure,
+    ...(input.registryCa ? { ca: input.registryCa } : {}),
+  };
   for (const n of plan.nodes) {
     let c = await engine.container(n.container);
     if (!c) {
@@ -345,10 +383,14 @@ export async function labUp(input: LabInput, deps: LabDeps, opts: LabUpOptions =
       };
       await engine.createContainer(spec);
       const hk = hostKeys.get(n.node)!;
-      await engine.putArchive(n.container, '/', nodeFiles(hk.key, hk.pub, operator.publicKey, registries));
+      await engine.putArchive(n.container, '/', nodeFiles(hk.key, hk.pub, operator.publicKey, registry));
       report.createdContainers.push(n.container);
       log(`node ${n.node}: container ${n.container} created at ${Object.values(n.addresses).join(', ')}`);
       c = await engine.container(n.container);
+    } else if (c.running && (await refreshNodeRegistry(engine, n.container, registry))) {
+      log(`node ${n.node}: dockerd reloaded its registry settings (${registry.insecure ? 'plain HTTP' : 'TLS'})`);
+    } else if (!c.running) {
+      await engine.putArchive(n.container, '/', tarFiles(nodeRegistryFiles(registry)));
     }
     if (!c?.running) {
       await engine.start(n.container);

@@ -65,7 +65,8 @@ export function checkStartState(state: NodeState, node: string, action: NodeOper
  * device hints, its addresses on the other networks of its role (carried by
  * the provisioning NIC, tagged where the network has a VLAN), and the
  * registry its dockerd pulls from, listed as insecure (plain HTTP) only when
- * the inventory says so (`cloud.registry_insecure`).
+ * the inventory says so (`cloud.registry_insecure`), else trusted with the
+ * cloud's CA when stackctl's registry serves TLS.
  */
 export function targetOf(site: Site, node: string): DeployTarget {
   const inv = site.inventory;
@@ -94,6 +95,9 @@ export function targetOf(site: Site, node: string): DeployTarget {
     ...(n.root_device ? { rootDevice: n.root_device } : {}),
     ...(networks.length ? { networks } : {}),
     insecureRegistries: inv.cloud.registry_insecure ? [site.registry] : [],
+    ...(site.registryCa && !inv.cloud.registry_insecure
+      ? { registryTrust: { registry: site.registry, ca: site.registryCa } }
+      : {}),
   };
 }
 

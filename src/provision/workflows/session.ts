@@ -21,6 +21,8 @@ export interface Site {
   readonly addresses: ReadonlyMap<string, Readonly<Record<string, string>>>;
   /** The registry the nodes' dockerd pull from (cloud.registry, else the release's). */
   readonly registry: string;
+  /** The CA (PEM) the nodes' dockerd trusts that registry with when it serves TLS. */
+  readonly registryCa?: string;
 }
 
 /** A run of node workflows: site, node states, events, BMC drivers. */

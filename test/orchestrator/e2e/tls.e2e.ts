@@ -25,6 +25,7 @@ import { loadSecrets } from '../../../src/inventory/secrets.js';
 import type { StatusReport } from '../../../src/status/model.js';
 import { runCli } from '../../helpers/cli.js';
 import { CLIENT_IMAGE } from '../../helpers/openstack.js';
+import { release } from '../../images/fixture.js';
 import { deployLab } from '../lab.js';
 
 const SERVICES = 'haproxy,keepalived,mariadb,memcached,keystone';
@@ -400,5 +401,51 @@ describe('HTTPS on the public VIP of a 1ctl-1comp lab', () => {
     expect(containerChanges(againText)).toEqual(['ctl-0/haproxy reloaded']);
     const healthy = await status();
     expect(healthy.code, JSON.stringify(healthy.report.findings)).toBe(0);
+  });
+
+  it("serves the registry over TLS with the cloud's CA: the nodes pull verified, without insecure-registries", async () => {
+    const text = readFileSync(lab.inventory, 'utf8');
+    expect(text).toContain('registry_insecure: true');
+    writeFileSync(lab.inventory, text.replace('registry_insecure: true', 'registry_insecure: false'));
+    const registry = /registry: (\S+)/.exec(text)![1]!; // 10.78.1.1:5000, as the nodes pull
+    const t0 = Date.now();
+    const up = await lab.upAgain();
+    timings.push(['lab up turning registry TLS on', seconds(t0)]);
+    expect(up).toMatch(/registry stackctl-tls-registry now serves TLS for 10\.78\.1\.1/);
+    expect(up).toMatch(/node ctl-0: dockerd reloaded its registry settings \(TLS\)/);
+    const node = 'stackctl-tls-ctl-0';
+    const inNode = (...cmd: string[]) => spawnSync('docker', ['exec', node, ...cmd], { encoding: 'utf8' });
+    expect(JSON.parse(inNode('cat', '/etc/docker/daemon.json').stdout)['insecure-registries']).toEqual([]);
+    expect(inNode('cat', `/etc/docker/certs.d/${registry}/ca.crt`).stdout).toBe(
+      readFileSync(join(certs, 'ca.pem'), 'utf8'),
+    );
+
+    // a pull over TLS, verified with the CA (the manifest is asked again even when the image is there)
+    const ref = `${registry}/stackctl/memcached:${release.images['memcached']!.tag}`;
+    const pulled = inNode('docker', 'pull', ref);
+    expect(pulled.status, pulled.stderr).toBe(0);
+    // without the CA the same pull fails on the certificate: nothing falls back to plain HTTP or skips verification
+    expect(inNode('mv', `/etc/docker/certs.d/${registry}/ca.crt`, '/root/ca.crt').status).toBe(0);
+    const refused = inNode('docker', 'pull', ref);
+    expect(inNode('mv', '/root/ca.crt', `/etc/docker/certs.d/${registry}/ca.crt`).status).toBe(0);
+    expect(refused.status).not.toBe(0);
+    expect(refused.stderr).toMatch(/certificate signed by unknown authority/);
+
+    // status reads the registry's certificate and asks it for the planned images over HTTPS (the CA only); a deploy passes
+    const { code, report } = await status();
+    expect(code, JSON.stringify(report.findings)).toBe(0);
+    expect(report.certificates?.certificates.map((c) => `${c.name} ${c.state}`)).toEqual([
+      'ca ok',
+      'public ok',
+      'registry ok',
+    ]);
+    const t1 = Date.now();
+    const { report: d } = await lab.deploy({ services: SERVICES });
+    timings.push(['deploy with the registry over TLS', seconds(t1)]);
+    expect(d?.ok).toBe(true);
+    // a second lab up finds everything as asked
+    const again = await lab.upAgain();
+    expect(again).not.toContain('now serves');
+    expect(again).not.toContain('dockerd reloaded');
   });
 });

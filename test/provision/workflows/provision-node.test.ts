@@ -1,11 +1,12 @@
 /** The per-node provisioning steps: the deploy target of an inventory node, the states each operation starts from. */
+import { readFileSync, writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { loadAll } from '../../../src/cli/context.js';
 import { siteOf } from '../../../src/cli/nodes-session.js';
 import { nodeFiles } from '../../../src/provision/deploy.js';
 import { ALL_STATES, NodeState } from '../../../src/provision/states.js';
 import { checkStartState, targetOf } from '../../../src/provision/workflows/provision-node.js';
-import { copyInventory } from '../../helpers/cli.js';
+import { copyInventory, runCli } from '../../helpers/cli.js';
 
 describe('targetOf', () => {
   it("carries the node's other networks (VLAN tags from the inventory) and the registry its dockerd pulls from", () => {
@@ -24,7 +25,6 @@ describe('targetOf', () => {
   it('lists no registry as insecure, and writes no daemon.json, unless the inventory says the registry is plain HTTP', () => {
     const site = siteOf(loadAll({ inventory: copyInventory('lab.yaml') }));
     const inv = site.inventory;
-    // (validate refuses such an inventory today: the TLS registry is to come; the target already follows the flag)
     const tls = { ...site, inventory: { ...inv, cloud: { ...inv.cloud, registry_insecure: false } } };
     const t = targetOf(tls, 'ctl-0');
     expect(t.insecureRegistries).toEqual([]);
@@ -32,6 +32,30 @@ describe('targetOf', () => {
     expect(nodeFiles(targetOf(site, 'ctl-0'), 'ssh-ed25519 AAAA test').map((f) => f.path)).toContain(
       '/etc/docker/daemon.json',
     );
+  });
+
+  it("with a tls section and registry_insecure false, the node's dockerd trusts the cloud CA for the registry", async () => {
+    const file = copyInventory('lab.yaml');
+    writeFileSync(
+      file,
+      readFileSync(file, 'utf8').replace('registry_insecure: true', 'registry_insecure: false') + 'tls: {}\n',
+    );
+    const g = await runCli('certs', 'generate', '-i', file);
+    expect(g.code, g.stderr).toBe(0);
+    const site = siteOf(loadAll({ inventory: file }));
+    const ca = readFileSync(file.replace(/\.yaml$/, '.certs/ca.pem'), 'utf8');
+    expect(site.registryCa).toBe(ca);
+    const t = targetOf(site, 'ctl-0');
+    expect(t.insecureRegistries).toEqual([]);
+    expect(t.registryTrust).toEqual({ registry: '192.168.24.1:5000', ca });
+    const files = nodeFiles(t, 'ssh-ed25519 AAAA test');
+    expect(files.map((f) => f.path)).not.toContain('/etc/docker/daemon.json');
+    expect(files.find((f) => f.path === '/etc/docker/certs.d/192.168.24.1:5000/ca.crt')).toMatchObject({
+      mode: 0o644,
+      content: ca,
+    });
+    // only the CA goes to the node over the provisioning network: no key of any kind
+    expect(JSON.stringify(files)).not.toContain('PRIVATE KEY');
   });
 });
 
