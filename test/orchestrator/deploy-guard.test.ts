@@ -8,27 +8,15 @@
  */
 import { describe, expect, it } from 'vitest';
 import { RemoteError } from '../../src/core/errors.js';
-import { generateInventoryYaml } from '../../src/inventory/generate.js';
 import type { DeployGuard, NodeAccess } from '../../src/orchestrator/context.js';
 import { executeDeploy, predict, type ExecutorDeps } from '../../src/orchestrator/executor.js';
-import { MemoryJournal } from '../../src/orchestrator/journal.js';
-import { planDeploy, type ContainerWork } from '../../src/orchestrator/planner.js';
-import { LABEL } from '../../src/orchestrator/state.js';
-import type { ContainerEngine, ContainerInfo } from '../../src/remote/index.js';
-import { catalog, planFromText } from '../helpers/plan.js';
+import type { ContainerEngine } from '../../src/remote/index.js';
+import { containerInfo, fakeDeps, fakeNode, isHealthcheck, servicePlan, type FakeState } from './fake-nodes.js';
 
-const plan = planDeploy(planFromText(generateInventoryYaml({ controllers: 3, computes: 1 })).plan, catalog, {
-  services: ['mariadb'],
-});
-const worksOn = (node: string): ContainerWork[] =>
-  plan.steps.flatMap((st) => st.nodes.filter((n) => n.node === node).flatMap((n) => n.containers));
-const configsOn = (node: string) =>
-  plan.steps.flatMap((st) => st.nodes.filter((n) => n.node === node).flatMap((n) => n.configs));
+const { plan, worksOn, configsOn } = servicePlan('mariadb');
 
 /** What a container looks like to Docker on a fake node; its health check passes when `passes`. */
-interface FakeContainer {
-  status: 'running' | 'restarting' | 'exited';
-  health?: 'starting' | 'healthy' | 'unhealthy';
+interface FakeContainer extends FakeState {
   passes: boolean;
 }
 
@@ -37,38 +25,17 @@ function cloud(state: Record<string, Record<string, FakeContainer>>) {
   const log: string[] = [];
   const access = (node: string): NodeAccess => {
     const containers = state[node]!;
-    const info = (name: string): ContainerInfo | undefined => {
-      const c = containers[name];
-      const w = worksOn(node).find((x) => x.name === name);
-      if (!c || !w) return undefined;
-      return {
-        id: name,
-        name,
-        image: w.image,
-        imageId: '',
-        labels: { [LABEL.hash]: w.hash },
-        state: {
-          status: c.status,
-          running: c.status !== 'exited',
-          exitCode: c.status === 'exited' ? 137 : 0,
-          startedAt: '',
-          finishedAt: '',
-          oomKilled: false,
-          ...(c.health ? { health: c.health } : {}),
-        },
-        restartCount: c.status === 'restarting' ? 7 : 0,
-      };
-    };
     const docker: Partial<ContainerEngine> = {
-      inspectContainer: async (name) => info(name),
+      inspectContainer: async (name) => {
+        const c = containers[name];
+        const w = worksOn(node).find((x) => x.name === name);
+        return c && w ? containerInfo(w, c) : undefined;
+      },
       imageExists: async () => true,
       exec: async (name, argv) => {
-        const hc = worksOn(node).find((w) => w.name === name)?.definition.healthcheck?.test;
-        if (hc && argv.join(' ') === hc.join(' ')) {
-          log.push(`${node} healthcheck ${name}`);
-          return { code: containers[name]?.passes ? 0 : 1, stdout: '', stderr: '' };
-        }
-        return { code: 1, stdout: '', stderr: 'unexpected' };
+        if (!isHealthcheck(worksOn, node, name, argv)) return { code: 1, stdout: '', stderr: 'unexpected' };
+        log.push(`${node} healthcheck ${name}`);
+        return { code: containers[name]?.passes ? 0 : 1, stdout: '', stderr: '' };
       },
       startContainer: async (name) => {
         log.push(`${node} start ${name}`);
@@ -76,23 +43,7 @@ function cloud(state: Record<string, Record<string, FakeContainer>>) {
       },
       logs: async (name) => ({ stdout: `${name} on ${node}: its last words\n`, stderr: '' }),
     };
-    return {
-      node,
-      exec: async (command) => {
-        const argv = typeof command === 'string' ? [command] : command;
-        if (argv[0] === 'sha256sum')
-          return {
-            code: 0,
-            stdout: configsOn(node)
-              .map((c) => `${c.sha256}  ${c.dest}\n`)
-              .join(''),
-            stderr: '',
-          };
-        return { code: 1, stdout: '', stderr: 'no such file' };
-      },
-      files: { upload: async () => 0 },
-      docker: docker as ContainerEngine,
-    };
+    return fakeNode(node, configsOn, docker);
   };
   const guard = (fail?: { code: string; when: 'started' | 'unchanged' }): DeployGuard => ({
     covers: (w) => w.name === 'mariadb',
@@ -111,18 +62,7 @@ function cloud(state: Record<string, Record<string, FakeContainer>>) {
       return 0;
     },
   });
-  let t = 0;
-  const deps = (g?: DeployGuard): ExecutorDeps => ({
-    connect: access,
-    rendered: new Map(),
-    journal: new MemoryJournal(),
-    emit: () => undefined,
-    catalog,
-    clusterCheck: async () => 'not asked',
-    now: () => t,
-    sleep: async (ms) => void (t += ms),
-    ...(g ? { guard: g } : {}),
-  });
+  const deps = (g?: DeployGuard): ExecutorDeps => fakeDeps(access, g ? { guard: g } : {});
   return { log, guard, deps };
 }
 

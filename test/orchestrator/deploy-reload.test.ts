@@ -7,22 +7,12 @@
  * with E_RELOAD_TIMEOUT and the container's log.
  */
 import { describe, expect, it } from 'vitest';
-import { generateInventoryYaml } from '../../src/inventory/generate.js';
 import type { NodeAccess } from '../../src/orchestrator/context.js';
-import { executeDeploy, predict, type ExecutorDeps } from '../../src/orchestrator/executor.js';
-import { MemoryJournal } from '../../src/orchestrator/journal.js';
-import { planDeploy, type ContainerWork } from '../../src/orchestrator/planner.js';
-import { LABEL } from '../../src/orchestrator/state.js';
+import { executeDeploy, predict } from '../../src/orchestrator/executor.js';
 import type { ContainerEngine } from '../../src/remote/index.js';
-import { catalog, planFromText } from '../helpers/plan.js';
+import { containerInfo, fakeDeps, fakeNode, isHealthcheck, servicePlan } from './fake-nodes.js';
 
-const plan = planDeploy(planFromText(generateInventoryYaml({ controllers: 3, computes: 1 })).plan, catalog, {
-  services: ['haproxy'],
-});
-const worksOn = (node: string): ContainerWork[] =>
-  plan.steps.flatMap((st) => st.nodes.filter((n) => n.node === node).flatMap((n) => n.containers));
-const configsOn = (node: string) =>
-  plan.steps.flatMap((st) => st.nodes.filter((n) => n.node === node).flatMap((n) => n.configs));
+const { plan, worksOn, configsOn } = servicePlan('haproxy');
 
 /**
  * Nodes whose haproxy runs with the plan's hash, Docker saying healthy, every file in place; on
@@ -35,30 +25,11 @@ function cloud(stale: readonly string[], failures: number) {
     const docker: Partial<ContainerEngine> = {
       inspectContainer: async (name) => {
         const w = worksOn(node).find((x) => x.name === name);
-        return (
-          w && {
-            id: name,
-            name,
-            image: w.image,
-            imageId: '',
-            labels: { [LABEL.hash]: w.hash },
-            state: {
-              status: 'running',
-              running: true,
-              exitCode: 0,
-              startedAt: '',
-              finishedAt: '',
-              oomKilled: false,
-              health: 'healthy',
-            },
-            restartCount: 0,
-          }
-        );
+        return w && containerInfo(w, { status: 'running', health: 'healthy' });
       },
       imageExists: async () => true,
       exec: async (name, argv) => {
-        const hc = worksOn(node).find((w) => w.name === name)?.definition.healthcheck?.test;
-        if (!hc || argv.join(' ') !== hc.join(' ')) return { code: 1, stdout: '', stderr: 'unexpected' };
+        if (!isHealthcheck(worksOn, node, name, argv)) return { code: 1, stdout: '', stderr: 'unexpected' };
         const n = (checks.get(node) ?? 0) + 1;
         checks.set(node, n);
         return { code: stale.includes(node) && n <= failures ? 1 : 0, stdout: '', stderr: '' };
@@ -69,36 +40,9 @@ function cloud(stale: readonly string[], failures: number) {
       startContainer: async (name) => void log.push(`${node} start ${name}`),
       logs: async (name) => ({ stdout: `${name} on ${node}: the changed configuration is refused\n`, stderr: '' }),
     };
-    return {
-      node,
-      exec: async (command) => {
-        const argv = typeof command === 'string' ? [command] : command;
-        if (argv[0] === 'sha256sum')
-          return {
-            code: 0,
-            stdout: configsOn(node)
-              .map((c) => `${c.sha256}  ${c.dest}\n`)
-              .join(''),
-            stderr: '',
-          };
-        return { code: 1, stdout: '', stderr: 'no such file' };
-      },
-      files: { upload: async (_s, dest) => (log.push(`${node} upload ${dest}`), 1) },
-      docker: docker as ContainerEngine,
-    };
+    return fakeNode(node, configsOn, docker, (dest) => (log.push(`${node} upload ${dest}`), 1));
   };
-  let t = 0;
-  const deps: ExecutorDeps = {
-    connect: access,
-    rendered: new Map(),
-    journal: new MemoryJournal(),
-    emit: () => undefined,
-    catalog,
-    clusterCheck: async () => 'not asked',
-    now: () => t,
-    sleep: async (ms) => void (t += ms),
-  };
-  return { log, checks, deps };
+  return { log, checks, deps: fakeDeps(access) };
 }
 
 describe('a file HAProxy reloads, on disk but not served (a deploy killed after its upload)', () => {
