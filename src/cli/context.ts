@@ -133,7 +133,19 @@ export function planOf(all: Loaded, opts: { readonly keepRendered?: boolean } = 
       : {}),
     pins: digestsOf(all.pins),
     ...(opts.keepRendered === false ? { keepRendered: false } : {}),
+    ...optionalCa(all),
   });
+}
+
+/** The registry CA for the plan: required with the secrets (a deploy), shown when readable without them. */
+function optionalCa(all: Loaded): { registryCa?: string } {
+  let ca: string | undefined;
+  try {
+    ca = registryCaPem(all);
+  } catch (e) {
+    if (all.secrets) throw e; // a preview without secrets shows what it can
+  }
+  return ca ? { registryCa: ca } : {};
 }
 
 /** The registry's host:port as the nodes pull from it: cloud.registry, else the release manifest's. */

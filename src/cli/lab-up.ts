@@ -161,7 +161,11 @@ export async function runLabUp(o: UpOpts, deps: LabCliDeps = defaultDeps()): Pro
       ]),
     ),
   );
-  const changed = report.createdNetworks.length + report.createdContainers.length + report.startedContainers.length;
+  const changed =
+    report.createdNetworks.length +
+    report.createdContainers.length +
+    report.startedContainers.length +
+    report.reconfigured.length;
   const p = labPaths(file);
   out(
     `${changed ? 'lab up' : 'lab already up, nothing changed'} (${((Date.now() - started) / 1000).toFixed(1)} s); ` +

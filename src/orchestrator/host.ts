@@ -3,7 +3,9 @@
  * provide before the service's containers start. For libvirt on hardware:
  * the KVM module of the CPU loaded now and at every boot, /dev/kvm present,
  * and the host's own libvirtd stopped and masked, since the containerised
- * one owns /run/libvirt.
+ * one owns /run/libvirt. And, for every node when stackctl's registry serves
+ * TLS, the node's dockerd trusting it (the cloud CA under certs.d, the
+ * registry out of insecure-registries).
  *
  * Re-entrant (CONVENTIONS.md 6): every item is read from the node first and
  * changed only when it is not in place, so a second run changes nothing and
@@ -53,8 +55,9 @@ export function modulesLoadText(service: string, modules: readonly string[]): st
 }
 
 /** One line naming what a preparation ensures: `modules kvm_intel|kvm_amd; devices /dev/kvm; stop libvirtd.service`. */
-export function hostSummary(w: Pick<HostWork, 'modules' | 'devices' | 'stopUnits'>): string {
+export function hostSummary(w: Pick<HostWork, 'modules' | 'devices' | 'stopUnits' | 'registryTrust'>): string {
   return [
+    w.registryTrust ? `trust the cloud CA for ${w.registryTrust.registry}` : '',
     w.modules.length ? `modules ${w.modules.map((m) => m.join('|')).join(', ')}` : '',
     w.devices.length ? `devices ${w.devices.join(', ')}` : '',
     w.stopUnits.length ? `stop ${w.stopUnits.join(', ')}` : '',
@@ -138,5 +141,63 @@ export async function prepareHost(access: HostAccess, w: HostWork): Promise<Host
       changes.push({ object: 'unit', name: unit, action: `stopped and masked (was ${active}, ${file || 'static'})` });
     }
   }
+  if (w.registryTrust) changes.push(...(await trustRegistry(run, access, w.registryTrust)));
+  return changes;
+}
+
+/** Where a node's dockerd finds the CA of a registry served over TLS. */
+export const registryCaFile = (registry: string): string => `/etc/docker/certs.d/${registry}/ca.crt`;
+const DAEMON_JSON = '/etc/docker/daemon.json';
+
+/**
+ * The node's dockerd trusts `registry` with the CA and no longer pulls from it without verifying:
+ * the CA file written when it differs; the registry taken out of daemon.json's insecure-registries
+ * (its other settings kept) and dockerd told to reload it (SIGHUP, as `systemctl reload docker` does;
+ * certs.d is read at each pull). A daemon.json that is not JSON is left alone and refused.
+ */
+async function trustRegistry(
+  run: (command: RemoteCommand) => Promise<ExecResult>,
+  access: HostAccess,
+  trust: NonNullable<HostWork['registryTrust']>,
+): Promise<HostChange[]> {
+  const changes: HostChange[] = [];
+  const caPath = registryCaFile(trust.registry);
+  const have = await run(['cat', caPath]);
+  if (have.code !== 0 || have.stdout !== trust.ca) {
+    await access.files.upload({ data: trust.ca }, caPath, { mode: 0o644 });
+    changes.push({ object: 'file', name: caPath, action: 'written' });
+  }
+  const daemon = await run(['cat', DAEMON_JSON]);
+  if (daemon.code !== 0) return changes; // no daemon.json: nothing lists the registry as insecure
+  let conf: Record<string, unknown>;
+  try {
+    conf = JSON.parse(daemon.stdout) as Record<string, unknown>;
+    if (typeof conf !== 'object' || conf === null || Array.isArray(conf)) throw new Error('not an object');
+  } catch (e) {
+    throw new RemoteError(
+      'E_HOST_DOCKER_CONFIG',
+      `${access.node}: ${DAEMON_JSON} is not a JSON object (${String(e)})`,
+      {
+        hint: `Repair it by hand (dockerd refuses to start with it too), then deploy again. Nothing else was changed.`,
+      },
+    );
+  }
+  const insecure = conf['insecure-registries'];
+  if (!Array.isArray(insecure) || !insecure.includes(trust.registry)) return changes;
+  const next = { ...conf, 'insecure-registries': insecure.filter((r) => r !== trust.registry) };
+  await access.files.upload({ data: JSON.stringify(next, null, 2) + '\n' }, DAEMON_JSON, { mode: 0o644 });
+  changes.push({ object: 'file', name: DAEMON_JSON, action: `written (${trust.registry} no longer insecure)` });
+  const hup = await run(['pkill', '-HUP', '-x', 'dockerd']);
+  // pkill: 1 = no such process (a stopped dockerd reads the file when it starts)
+  if (hup.code > 1) {
+    throw new RemoteError(
+      'E_HOST_UNIT',
+      `${access.node}: dockerd could not be told to reload ${DAEMON_JSON}: ${hup.stderr.trim()}`,
+      {
+        hint: 'Run `systemctl reload docker` on the node by hand, then deploy again.',
+      },
+    );
+  }
+  if (hup.code === 0) changes.push({ object: 'unit', name: 'dockerd', action: 'reloaded (SIGHUP)' });
   return changes;
 }

@@ -330,7 +330,7 @@ export function planDeploy(plan: Plan, catalog: Catalog, filter: PlanFilter = {}
         ...new Set(runOnce.flatMap((w) => (w.kind === 'task' && w.node === node.name ? [w.container.image] : []))),
       ];
       const host = (node.host ?? [])
-        .filter((h) => h.step === ps.step && wantService(h.service))
+        .filter((h) => h.step === ps.step && (h.registryTrust !== undefined || wantService(h.service)))
         .map((h) => ({ ...h, node: node.name }));
       if (configs.length || work.length || images.length || host.length)
         nodes.push({ node: node.name, role: node.role, host, configs, containers: work, images });

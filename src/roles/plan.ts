@@ -52,7 +52,16 @@ export interface PlanInput {
     readonly pems: Partial<Record<ServedEndpoint, Secret>>;
     readonly missing?: Partial<Record<ServedEndpoint, string>>;
   };
+  /**
+   * The CA (PEM, public) every node's dockerd trusts the registry with, when stackctl's registry
+   * serves TLS (cli/context.ts registryCaPem): each node gets a host preparation of its own at
+   * step 1 (REGISTRY_TRUST_SERVICE) that writes it and drops the registry from insecure-registries.
+   */
+  readonly registryCa?: string;
 }
+
+/** The name of the host preparation that makes a node's dockerd trust the registry (not a service of the catalog). */
+export const REGISTRY_TRUST_SERVICE = 'docker-registry-trust';
 
 export interface PlanContainer {
   readonly name: string;
@@ -80,6 +89,12 @@ export interface PlanHost {
   readonly devices: readonly string[];
   readonly stopUnits: readonly string[];
   readonly hint?: string;
+  /**
+   * The registry (host:port) the node's dockerd pulls from over TLS and the CA it trusts it with:
+   * `/etc/docker/certs.d/<registry>/ca.crt` written, the registry dropped from daemon.json's
+   * insecure-registries (dockerd reloaded). Part of every deploy, whatever `--services` selects.
+   */
+  readonly registryTrust?: { readonly registry: string; readonly ca: string };
 }
 
 export interface PlanNode {
@@ -227,6 +242,19 @@ export function buildPlan(input: PlanInput): PlanResult {
   const { inventory: inv, catalog, release } = input;
   const region = inv.cloud.region ?? 'RegionOne';
   const registry = inv.cloud.registry;
+  // every node's dockerd trusts the registry before its first pull (step 1)
+  const trust: PlanHost[] = input.registryCa
+    ? [
+        {
+          service: REGISTRY_TRUST_SERVICE,
+          step: 1,
+          modules: [],
+          devices: [],
+          stopUnits: [],
+          registryTrust: { registry: registry ?? release.registry, ca: input.registryCa },
+        },
+      ]
+    : [];
 
   // Services per node, ordered by step, then so that a service comes after those it requires
   // (placement before nova-api before nova-conductor: Nova's services ask Placement when they
@@ -578,7 +606,7 @@ export function buildPlan(input: PlanInput): PlanResult {
       }
     }
     if (keepRendered) rendered.set(node.name, files);
-    const host = svcs.flatMap((svc) => hostOf(svc, settings));
+    const host = [...trust, ...svcs.flatMap((svc) => hostOf(svc, settings))];
     const base = {
       name: node.name,
       role: node.role,

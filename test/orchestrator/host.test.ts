@@ -1,6 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import type { RemoteCommand, UploadSource } from '../../src/remote/index.js';
-import { hostSummary, modulesLoadFile, modulesLoadText, prepareHost } from '../../src/orchestrator/host.js';
+import {
+  hostSummary,
+  modulesLoadFile,
+  modulesLoadText,
+  prepareHost,
+  registryCaFile,
+} from '../../src/orchestrator/host.js';
 import type { HostWork } from '../../src/orchestrator/planner.js';
 
 /** A node's OS as host preparation sees it: modules, devices, files, systemd units. */
@@ -12,6 +18,7 @@ class FakeHost {
   readonly units = new Map<string, { load: string; active: string; file: string }>();
   systemd = true;
   maskFails = false;
+  dockerd = true;
 
   constructor(
     readonly node: string,
@@ -36,6 +43,7 @@ class FakeHost {
     }
     if (cmd === 'cat') return this.files.has(args[0]!) ? ok(this.files.get(args[0]!)) : no('No such file');
     if (cmd === 'sh') return this.systemd ? ok() : no('', 127);
+    if (cmd === 'pkill') return this.dockerd ? ok() : no('', 1);
     if (cmd === 'systemctl') {
       const unit = args[args.length - 1]!;
       const u = this.units.get(unit);
@@ -183,5 +191,79 @@ describe('host preparation (a service file’s host: section)', () => {
       'modules kvm_intel|kvm_amd, vhost_net; devices /dev/kvm, /dev/vhost-net, /dev/net/tun; stop libvirtd.service, libvirtd.socket, virtqemud.socket',
     );
     expect(hostSummary({ modules: [], devices: ['/dev/kvm'], stopUnits: [] })).toBe('devices /dev/kvm');
+  });
+});
+
+const CA = '-----BEGIN CERTIFICATE-----\nMIIBcloudCA\n-----END CERTIFICATE-----\n';
+const TRUST: HostWork = {
+  node: 'cmp-0',
+  service: 'docker-registry-trust',
+  step: 1,
+  modules: [],
+  devices: [],
+  stopUnits: [],
+  registryTrust: { registry: '192.168.24.1:5000', ca: CA },
+};
+
+describe('host preparation: the node trusts the registry served over TLS', () => {
+  const plainNode = () => {
+    const h = new FakeHost('cmp-0', new Map());
+    h.files.set(
+      '/etc/docker/daemon.json',
+      JSON.stringify({ 'storage-driver': 'overlay2', 'insecure-registries': ['192.168.24.1:5000', 'other:5000'] }),
+    );
+    return h;
+  };
+
+  it('writes the CA, takes the registry out of insecure-registries (keeping the rest) and reloads dockerd; a second run changes nothing', async () => {
+    const h = plainNode();
+    const made = await prepareHost(h.access(), TRUST);
+    expect(made).toEqual([
+      { object: 'file', name: '/etc/docker/certs.d/192.168.24.1:5000/ca.crt', action: 'written' },
+      { object: 'file', name: '/etc/docker/daemon.json', action: 'written (192.168.24.1:5000 no longer insecure)' },
+      { object: 'unit', name: 'dockerd', action: 'reloaded (SIGHUP)' },
+    ]);
+    expect(h.files.get(registryCaFile('192.168.24.1:5000'))).toBe(CA);
+    expect(JSON.parse(h.files.get('/etc/docker/daemon.json')!)).toEqual({
+      'storage-driver': 'overlay2',
+      'insecure-registries': ['other:5000'],
+    });
+    expect(h.commands).toContain('pkill -HUP -x dockerd');
+    h.commands.length = 0;
+    expect(await prepareHost(h.access(), TRUST)).toEqual([]);
+    expect(h.commands.filter((c) => c.startsWith('upload') || c.startsWith('pkill'))).toEqual([]);
+  });
+
+  it('writes the CA again when it changed (a new cloud CA), and needs no daemon.json', async () => {
+    const h = new FakeHost('cmp-0', new Map());
+    h.files.set(registryCaFile('192.168.24.1:5000'), 'an older CA');
+    expect(await prepareHost(h.access(), TRUST)).toEqual([
+      { object: 'file', name: '/etc/docker/certs.d/192.168.24.1:5000/ca.crt', action: 'written' },
+    ]);
+    expect(h.files.has('/etc/docker/daemon.json')).toBe(false);
+  });
+
+  it('does not need dockerd running to change its settings (it reads them when it starts)', async () => {
+    const h = plainNode();
+    h.dockerd = false;
+    const made = await prepareHost(h.access(), TRUST);
+    expect(made.map((c) => c.object + ' ' + c.name)).toEqual([
+      'file /etc/docker/certs.d/192.168.24.1:5000/ca.crt',
+      'file /etc/docker/daemon.json',
+    ]);
+  });
+
+  it('refuses a daemon.json that is not a JSON object, naming the node, and leaves it as it is', async () => {
+    const h = new FakeHost('cmp-0', new Map());
+    h.files.set('/etc/docker/daemon.json', '{ "insecure-registries": [');
+    await expect(prepareHost(h.access(), TRUST)).rejects.toMatchObject({
+      code: 'E_HOST_DOCKER_CONFIG',
+      message: expect.stringContaining('cmp-0: /etc/docker/daemon.json is not a JSON object'),
+    });
+    expect(h.files.get('/etc/docker/daemon.json')).toBe('{ "insecure-registries": [');
+  });
+
+  it('says what it ensures in the plan and the dry run', () => {
+    expect(hostSummary(TRUST)).toBe('trust the cloud CA for 192.168.24.1:5000');
   });
 });

@@ -217,7 +217,7 @@ export interface LabDeps {
   readonly log: (line: string) => void;
   readonly keygen?: KeyGen;
   /** Make sure the registry runs (the images module's ensureRegistry); `created` when this call started it. */
-  readonly ensureRegistry: () => Promise<{ container: string; created: boolean }>;
+  readonly ensureRegistry: () => Promise<{ container: string; created: boolean; reconfigured?: boolean }>;
   /** Start / stop the virtual BMC process of the inventory (src/cli/lab.ts). */
   readonly startBmcs: () => Promise<void>;
   readonly stopBmcs: () => Promise<void>;
@@ -234,6 +234,8 @@ export interface LabUpReport {
   readonly createdNetworks: string[];
   readonly createdContainers: string[];
   readonly startedContainers: string[];
+  /** What was brought in line without being created: `registry`, `<node> dockerd`. */
+  readonly reconfigured: string[];
   readonly plan: LabPlan;
 }
 
@@ -271,6 +273,15 @@ function nodeFiles(hostKey: string, hostPub: string, operatorPub: string, regist
   ]);
 }
 
+/** Whether two JSON texts hold the same value, key order included (a deploy's host preparation rewrites it indented). */
+function sameJson(a: string, b: string): boolean {
+  try {
+    return JSON.stringify(JSON.parse(a)) === JSON.stringify(JSON.parse(b));
+  } catch {
+    return false;
+  }
+}
+
 /**
  * An existing node's registry files brought in line with the inventory (registry_insecure turned
  * off, a new CA): written again, and dockerd told to reload its daemon.json (SIGHUP: insecure-registries
@@ -279,7 +290,7 @@ function nodeFiles(hostKey: string, hostPub: string, operatorPub: string, regist
 async function refreshNodeRegistry(engine: LocalEngine, container: string, registry: NodeRegistry): Promise<boolean> {
   const before = await engine.exec(container, ['cat', '/etc/docker/daemon.json']);
   await engine.putArchive(container, '/', tarFiles(nodeRegistryFiles(registry)));
-  if (before.exitCode === 0 && before.output === nodeDaemonJson(registry)) return false;
+  if (before.exitCode === 0 && sameJson(before.output, nodeDaemonJson(registry))) return false;
   await engine.exec(container, ['pkill', '-HUP', '-x', 'dockerd']);
   return true;
 }
@@ -289,7 +300,13 @@ export async function labUp(input: LabInput, deps: LabDeps, opts: LabUpOptions =
   const { engine, log } = deps;
   const plan = planLab(input);
   const paths = labPaths(input.inventoryFile);
-  const report: LabUpReport = { createdNetworks: [], createdContainers: [], startedContainers: [], plan };
+  const report: LabUpReport = {
+    createdNetworks: [],
+    createdContainers: [],
+    startedContainers: [],
+    reconfigured: [],
+    plan,
+  };
   await engine.ping();
   const image = labImageRef(input.release, 'node');
   if (!(await engine.image(image))) {
@@ -337,6 +354,7 @@ export async function labUp(input: LabInput, deps: LabDeps, opts: LabUpOptions =
   if (plan.registry) {
     const reg = await deps.ensureRegistry();
     if (reg.created) writeLabState(paths, { ...readLabState(paths), registryStarted: reg.container });
+    if (reg.reconfigured) report.reconfigured.push('registry');
     const c = await engine.container(reg.container);
     if (c && c.addresses[plan.registry.network] === undefined) {
       await engine.connect(plan.registry.network, reg.container, plan.registry.ip, [REGISTRY_ALIAS]);
@@ -388,6 +406,7 @@ export async function labUp(input: LabInput, deps: LabDeps, opts: LabUpOptions =
       log(`node ${n.node}: container ${n.container} created at ${Object.values(n.addresses).join(', ')}`);
       c = await engine.container(n.container);
     } else if (c.running && (await refreshNodeRegistry(engine, n.container, registry))) {
+      report.reconfigured.push(`${n.node} dockerd`);
       log(`node ${n.node}: dockerd reloaded its registry settings (${registry.insecure ? 'plain HTTP' : 'TLS'})`);
     } else if (!c.running) {
       await engine.putArchive(n.container, '/', tarFiles(nodeRegistryFiles(registry)));

@@ -403,19 +403,47 @@ describe('HTTPS on the public VIP of a 1ctl-1comp lab', () => {
     expect(healthy.code, JSON.stringify(healthy.report.findings)).toBe(0);
   });
 
-  it("serves the registry over TLS with the cloud's CA: the nodes pull verified, without insecure-registries", async () => {
+  it("serves the registry over TLS with the cloud's CA: a deploy makes the nodes trust it, they pull verified, without insecure-registries", async () => {
     const text = readFileSync(lab.inventory, 'utf8');
     expect(text).toContain('registry_insecure: true');
     writeFileSync(lab.inventory, text.replace('registry_insecure: true', 'registry_insecure: false'));
-    const registry = /registry: (\S+)/.exec(text)![1]!; // 10.78.1.1:5000, as the nodes pull
+    const registry = /registry: (\S+)/.exec(text)![1]!; // as the nodes pull: the lab's provisioning .1
+    const host = registry.replace(/:\d+$/, '');
+
+    // as on hardware: `images push -i` turns the registry to TLS, the deploy's host preparation the nodes
     const t0 = Date.now();
-    const up = await lab.upAgain();
-    timings.push(['lab up turning registry TLS on', seconds(t0)]);
-    expect(up).toMatch(/registry stackctl-tls-registry now serves TLS for 10\.78\.1\.1/);
-    expect(up).toMatch(/node ctl-0: dockerd reloaded its registry settings \(TLS\)/);
+    const push = await runCli(
+      'images',
+      'push',
+      '-i',
+      lab.inventory,
+      '--only',
+      'memcached',
+      '--registry',
+      '127.0.0.1:15131',
+      '--registry-container',
+      'stackctl-tls-registry',
+    );
+    timings.push(['images push turning registry TLS on', seconds(t0)]);
+    expect(push.code, push.stderr).toBe(0);
+    expect(push.stdout).toContain(`registry stackctl-tls-registry now serves TLS for ${host}`);
+    const t1 = Date.now();
+    const { report: d, text: deployed } = await lab.deploy({ services: SERVICES });
+    timings.push(['deploy making the nodes trust the registry', seconds(t1)]);
+    expect(d?.ok, deployed.split('\n').slice(-40).join('\n')).toBe(true);
+    // progress lines: `step 1 ctl-0: host file /etc/docker/certs.d/…/ca.crt written (docker-registry-trust)`
+    const lines = deployed.split('\n');
+    for (const node of ['ctl-0', 'cmp-0']) {
+      expect(lines).toContainEqual(
+        expect.stringContaining(`${node}: host file /etc/docker/certs.d/${registry}/ca.crt written`),
+      );
+      expect(lines).toContainEqual(expect.stringContaining(`${node}: host unit dockerd reloaded (SIGHUP)`));
+    }
     const node = 'stackctl-tls-ctl-0';
     const inNode = (...cmd: string[]) => spawnSync('docker', ['exec', node, ...cmd], { encoding: 'utf8' });
-    expect(JSON.parse(inNode('cat', '/etc/docker/daemon.json').stdout)['insecure-registries']).toEqual([]);
+    const daemon = JSON.parse(inNode('cat', '/etc/docker/daemon.json').stdout) as Record<string, unknown>;
+    expect(daemon['insecure-registries']).toEqual([]);
+    expect(daemon['storage-driver']).toBe('overlay2'); // the node's other settings kept
     expect(inNode('cat', `/etc/docker/certs.d/${registry}/ca.crt`).stdout).toBe(
       readFileSync(join(certs, 'ca.pem'), 'utf8'),
     );
@@ -431,7 +459,7 @@ describe('HTTPS on the public VIP of a 1ctl-1comp lab', () => {
     expect(refused.status).not.toBe(0);
     expect(refused.stderr).toMatch(/certificate signed by unknown authority/);
 
-    // status reads the registry's certificate and asks it for the planned images over HTTPS (the CA only); a deploy passes
+    // status reads the registry's certificate and asks it for the planned images over HTTPS (the CA only)
     const { code, report } = await status();
     expect(code, JSON.stringify(report.findings)).toBe(0);
     expect(report.certificates?.certificates.map((c) => `${c.name} ${c.state}`)).toEqual([
@@ -439,13 +467,13 @@ describe('HTTPS on the public VIP of a 1ctl-1comp lab', () => {
       'public ok',
       'registry ok',
     ]);
-    const t1 = Date.now();
-    const { report: d } = await lab.deploy({ services: SERVICES });
-    timings.push(['deploy with the registry over TLS', seconds(t1)]);
-    expect(d?.ok).toBe(true);
-    // a second lab up finds everything as asked
-    const again = await lab.upAgain();
-    expect(again).not.toContain('now serves');
-    expect(again).not.toContain('dockerd reloaded');
+    // a second deploy finds the nodes trusting it; lab up finds registry and nodes as asked
+    const { report: again, text: againText } = await lab.deploy({ services: SERVICES });
+    expect(again?.ok).toBe(true);
+    expect(againText).not.toContain('reloaded (SIGHUP)');
+    const up = await lab.upAgain();
+    expect(up).not.toContain('now serves');
+    expect(up).not.toContain('dockerd reloaded');
+    expect(up).toContain('lab already up, nothing changed');
   });
 });
