@@ -53,7 +53,7 @@ import { defaultReleasesDir } from '../src/core/paths.js';
 import { buildImages } from '../src/images/build.js';
 import { labImageRef } from '../src/images/catalog.js';
 import { NODE_CONTAINER_OPTIONS, sshBanner } from '../src/lab/nodes/lab.js';
-import { tarFiles } from '../src/lab/nodes/tar.js';
+import { tarFiles } from '../src/core/tar.js';
 import { localEngine, type LocalEngine } from '../src/remote/docker-local.js';
 import { remoteEngine } from '../src/remote/docker.js';
 import { ensureClientKey, generateEd25519 } from '../src/remote/keys.js';

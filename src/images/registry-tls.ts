@@ -9,7 +9,7 @@
 import { X509Certificate } from 'node:crypto';
 import { connect } from 'node:tls';
 import type { Secret } from '../core/secret.js';
-import { tarFiles } from '../lab/nodes/tar.js';
+import { tarFiles } from '../core/tar.js';
 
 /** What the registry serves when TLS is on, and what its clients verify it with. */
 export interface RegistryTls {

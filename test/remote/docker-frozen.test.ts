@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TimeoutError } from '../../src/core/errors.js';
 import { labImageRef } from '../../src/images/catalog.js';
 import { NODE_CONTAINER_OPTIONS } from '../../src/lab/nodes/lab.js';
-import { tarFiles } from '../../src/lab/nodes/tar.js';
+import { tarFiles } from '../../src/core/tar.js';
 import { localEngine, remoteEngine, type DockerTimeouts } from '../../src/remote/docker.js';
 import type { LocalEngine } from '../../src/remote/docker-local.js';
 import { ensureClientKey } from '../../src/remote/keys.js';

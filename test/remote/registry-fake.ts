@@ -8,7 +8,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { createServer as createHttpServer } from 'node:http';
 import { createServer as createTcpServer, type Server, type Socket } from 'node:net';
 import { gzipSync } from 'node:zlib';
-import { tarFiles } from '../../src/lab/nodes/tar.js';
+import { tarFiles } from '../../src/core/tar.js';
 
 /** A running fake registry. */
 export interface FakeRegistry {

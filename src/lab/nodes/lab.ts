@@ -20,7 +20,7 @@ import type { Release } from '../../roles/schema.js';
 import { ensureKeyPair, sshKeygen, writeKnownHosts, type KeyGen } from './keys.js';
 import { writeLabMachines } from './machines.js';
 import { checksumOffloadOff, hostNetContainer } from './offload.js';
-import { tarFiles, type TarFile } from './tar.js';
+import { tarFiles, type TarFile } from '../../core/tar.js';
 
 /** Labels on everything a container lab creates. */
 export const LAB_LABEL = {

@@ -1,7 +1,8 @@
 /**
- * A minimal ustar writer for the few small files injected into a node
- * container before it starts (host key, authorized_keys, daemon.json):
- * Docker's archive API takes a tar, and a 40-line writer beats a dependency.
+ * A minimal ustar writer for the few small files put into a container (a lab
+ * node's host key, authorized_keys and daemon.json; the registry's TLS
+ * configuration): Docker's archive API takes a tar, and a 40-line writer
+ * beats a dependency.
  */
 
 /** One regular file of an archive. */
