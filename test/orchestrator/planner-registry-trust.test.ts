@@ -1,9 +1,9 @@
 /** The deploy plan's registry trust: every node's dockerd made to trust the registry served over TLS, whatever --services selects. */
-import { readFileSync, writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { loadAll, planOf } from '../../src/cli/context.js';
 import { planDeploy } from '../../src/orchestrator/planner.js';
-import { copyInventory, runCli } from '../helpers/cli.js';
+import { copyInventory } from '../helpers/cli.js';
+import { tlsRegistryInventory } from '../helpers/tls.js';
 
 describe('registry trust in the deploy plan', () => {
   it('puts a host preparation with the cloud CA on every node at step 1 when the registry serves TLS, and none otherwise', async () => {
@@ -14,15 +14,8 @@ describe('registry trust in the deploy plan', () => {
         .filter((h) => h.registryTrust),
     ).toEqual([]);
 
-    const file = copyInventory('lab.yaml');
-    writeFileSync(
-      file,
-      readFileSync(file, 'utf8').replace('registry_insecure: true', 'registry_insecure: false') + 'tls: {}\n',
-    );
-    const g = await runCli('certs', 'generate', '-i', file);
-    expect(g.code, g.stderr).toBe(0);
+    const { file, ca } = await tlsRegistryInventory();
     const all = loadAll({ inventory: file });
-    const ca = readFileSync(file.replace(/\.yaml$/, '.certs/ca.pem'), 'utf8');
     const { plan } = planOf(all);
     for (const n of plan.nodes)
       expect(n.host?.[0]).toEqual({

@@ -1,12 +1,12 @@
 /** The per-node provisioning steps: the deploy target of an inventory node, the states each operation starts from. */
-import { readFileSync, writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { loadAll } from '../../../src/cli/context.js';
 import { siteOf } from '../../../src/cli/nodes-session.js';
 import { nodeFiles } from '../../../src/provision/deploy.js';
 import { ALL_STATES, NodeState } from '../../../src/provision/states.js';
 import { checkStartState, targetOf } from '../../../src/provision/workflows/provision-node.js';
-import { copyInventory, runCli } from '../../helpers/cli.js';
+import { copyInventory } from '../../helpers/cli.js';
+import { tlsRegistryInventory } from '../../helpers/tls.js';
 
 describe('targetOf', () => {
   it("carries the node's other networks (VLAN tags from the inventory) and the registry its dockerd pulls from", () => {
@@ -35,15 +35,8 @@ describe('targetOf', () => {
   });
 
   it("with a tls section and registry_insecure false, the node's dockerd trusts the cloud CA for the registry", async () => {
-    const file = copyInventory('lab.yaml');
-    writeFileSync(
-      file,
-      readFileSync(file, 'utf8').replace('registry_insecure: true', 'registry_insecure: false') + 'tls: {}\n',
-    );
-    const g = await runCli('certs', 'generate', '-i', file);
-    expect(g.code, g.stderr).toBe(0);
+    const { file, ca } = await tlsRegistryInventory();
     const site = siteOf(loadAll({ inventory: file }));
-    const ca = readFileSync(file.replace(/\.yaml$/, '.certs/ca.pem'), 'utf8');
     expect(site.registryCa).toBe(ca);
     const t = targetOf(site, 'ctl-0');
     expect(t.insecureRegistries).toEqual([]);
