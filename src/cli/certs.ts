@@ -7,7 +7,7 @@ import { certsDirFor } from '../certs/files.js';
 import { CERT_POLICY, generateCerts } from '../certs/generate.js';
 import { TLS_ENDPOINTS, type TlsEndpoint } from '../inventory/schema.js';
 import { listCerts, type CertRow } from '../certs/list.js';
-import { loadAll, registryCaPem, type Loaded } from './context.js';
+import { loadAll, registryCaPem, registryHost, type Loaded } from './context.js';
 import { out, printIssues, table } from './output.js';
 import { numberOption } from './numbers.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
@@ -37,7 +37,7 @@ export function certInputsOf(all: Loaded): CertInputs {
     cloud: inv.cloud.name,
     ...(inv.cloud.domain ? { domain: inv.cloud.domain } : {}),
     frontends,
-    registryHost: (inv.cloud.registry ?? all.release.registry).replace(/:\d+$/, ''),
+    registryHost: registryHost(all),
   };
 }
 

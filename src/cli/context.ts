@@ -153,6 +153,11 @@ export function registryOf(all: Pick<Loaded, 'loaded' | 'release'>): string {
   return all.loaded.inventory.cloud.registry ?? all.release.registry;
 }
 
+/** The registry's host (name or address, without the port): what its certificate must name. */
+export function registryHost(all: Pick<Loaded, 'loaded' | 'release'>): string {
+  return registryOf(all).replace(/:\d+$/, '');
+}
+
 /**
  * What stackctl's registry serves for this inventory: plain HTTP with cloud.registry_insecure,
  * else TLS with the inventory's registry certificate (the `tls:` section's, from `certs generate`
@@ -170,7 +175,7 @@ export function registryTls(all: Pick<Loaded, 'loaded' | 'release' | 'inventoryF
       certPem: readPem(files.cert),
       key: new Secret(readPem(files.key)),
       caPem: readPem(ca),
-      host: registryOf(all).replace(/:\d+$/, ''),
+      host: registryHost(all),
     };
   } catch (e) {
     throw registryCertMissing(all, e);
@@ -187,7 +192,7 @@ export function registryAccess(all: Loaded, address?: string): RegistryAccess {
   return {
     scheme: all.loaded.inventory.cloud.registry_insecure === true ? 'http' : 'https',
     ...(address ? { address } : {}),
-    ...(ca ? { fetch: caFetch(ca, registryOf(all).replace(/:\d+$/, '')) } : {}),
+    ...(ca ? { fetch: caFetch(ca, registryHost(all)) } : {}),
   };
 }
 

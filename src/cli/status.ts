@@ -6,6 +6,7 @@ import { collectStatus, STATUS_DEFAULTS } from '../status/collect.js';
 import { formatStatus } from '../status/format.js';
 import type { StatusReport } from '../status/model.js';
 import { checkTags } from '../images/pin.js';
+import { splitAddress } from '../images/registry.js';
 import {
   internalAdminEnv,
   loadAll,
@@ -53,8 +54,8 @@ export function certificateReader(all: Loaded, plan: Plan): (() => Promise<ReadC
   }
   if (registryTls) {
     // the registry as the nodes reach it (cloud.registry), read from this machine
-    const m = /^(.+):(\d+)$/.exec(registryOf(all));
-    if (m) targets.push({ name: 'registry', host: m[1]!, port: Number(m[2]) });
+    const { host, port } = splitAddress(registryOf(all));
+    targets.push({ name: 'registry', host, port: Number(port) });
   }
   return async () => {
     const read: ReadCertificate[] = [];

@@ -7,9 +7,9 @@
  * an environment variable or a network).
  */
 import { X509Certificate } from 'node:crypto';
-import { connect } from 'node:tls';
 import type { Secret } from '../core/secret.js';
 import { tarFiles } from '../core/tar.js';
+import { peerCertificate } from '../certs/probe.js';
 
 /** What the registry serves when TLS is on, and what its clients verify it with. */
 export interface RegistryTls {
@@ -68,20 +68,8 @@ export function fingerprintOf(certPem: string): string {
  * handshake happens there (plain HTTP, nothing listening, no answer within `timeoutMs`).
  * Nothing is verified: this asks what is served, not whether to trust it.
  */
-export function servedFingerprint(host: string, port: number, timeoutMs = 3000): Promise<string | undefined> {
-  return new Promise((resolve) => {
-    let done = false;
-    const finish = (v: string | undefined): void => {
-      if (done) return;
-      done = true;
-      socket.destroy();
-      resolve(v);
-    };
-    const socket = connect({ host, port, rejectUnauthorized: false, timeout: timeoutMs });
-    socket.once('secureConnect', () => finish(socket.getPeerX509Certificate()?.fingerprint256));
-    socket.once('timeout', () => finish(undefined));
-    socket.once('error', () => finish(undefined));
-  });
+export async function servedFingerprint(host: string, port: number, timeoutMs = 3000): Promise<string | undefined> {
+  return (await peerCertificate(host, port, timeoutMs)).cert?.fingerprint256;
 }
 
 /** The files a node's dockerd trusts the registry with: `/etc/docker/certs.d/<host:port>/ca.crt` per name. */
