@@ -3,6 +3,7 @@
  * host network, the openrc file mounted read-only and sourced (credentials never in argv).
  */
 import { execFile, execFileSync, spawn, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { imageRef } from '../../src/roles/release.js';
 import { release } from '../images/fixture.js';
@@ -10,14 +11,20 @@ import { release } from '../images/fixture.js';
 /** The image the client runs from. */
 export const CLIENT_IMAGE = imageRef(release, 'openstack-base')!;
 
+/** The CA file an openrc names (`export OS_CACERT='…'`, a cloud with TLS on), if any. */
+export function openrcCaFile(openrc: string): string | undefined {
+  return /^export OS_CACERT='([^']+)'$/m.exec(readFileSync(openrc, 'utf8'))?.[1];
+}
+
 /**
  * docker's argv for `openstack ARGS` with the openrc (and `mounts`, each `-v` read-only) on this
- * machine's network.
+ * machine's network. The CA file the openrc names is mounted at its path, so https:// works.
  */
 export function clientArgv(openrc: string, args: string, mounts: readonly string[] = []): string[] {
+  const ca = openrcCaFile(openrc);
   return [
     ...['run', '--rm', '--network', 'host', '-v', `${openrc}:/root/openrc:ro`],
-    ...mounts.flatMap((m) => ['-v', `${m}:${m}:ro`]),
+    ...[...mounts, ...(ca && !mounts.includes(ca) ? [ca] : [])].flatMap((m) => ['-v', `${m}:${m}:ro`]),
     ...[CLIENT_IMAGE, 'sh', '-c', `. /root/openrc && openstack ${args}`],
   ];
 }

@@ -1,7 +1,8 @@
 /**
- * A rolling update on a 1ctl-2comp container lab: the whole cloud deployed with the zed images,
- * four servers booted, then `stackctl upgrade --to zed-update --batch 1` while a probe asks for
- * a Keystone token and Nova's server list through the VIP every 100 ms. The upgrade is killed
+ * A rolling update on a 1ctl-2comp container lab with TLS on (the cloud's CA, HTTPS on the public
+ * VIP): the whole cloud deployed with the zed images, four servers booted, then `stackctl upgrade
+ * --to zed-update --batch 1` while a probe asks for a Keystone token and Nova's server list through
+ * the public VIP over https:// (verified against the CA) every 100 ms. The upgrade is killed
  * (SIGKILL) twice and resumed: in the middle of the first DB-migration window, while its
  * migration runs (after a first run whose migration failed in that window), and in the middle
  * of the first compute batch, while a live migration is under way. Between the two kills, one
@@ -43,8 +44,11 @@ const REGISTRY_PORT = 15041;
 const lab = deployLab('upgrade', '10.87', 40, { topology: '1ctl-2comp', registryPort: REGISTRY_PORT, bmcPort: 16330 });
 const os = openstackJson;
 const events = (): ReturnType<typeof inventoryEvents> => inventoryEvents(lab.inventory);
-const VIP = `${lab.prefix}.20.250`;
+/** The public VIP, where HAProxy serves TLS; the probe goes through it. */
+const PUBLIC_VIP = `${lab.prefix}.10.250`;
 const PROBE = 'stackctl-upgrade-probe';
+/** The cloud's CA, as `certs generate` writes it beside the inventory (known once the lab is up). */
+const caFile = (): string => lab.inventory.replace(/\.yaml$/, '.certs/ca.pem');
 const SERVERS = ['srv-0', 'srv-1', 'srv-2', 'srv-3'];
 const temps: string[] = [];
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -81,6 +85,10 @@ describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', 
           `    nova_fake_migration_s: ${MIGRATION_S}\n`,
       ),
     );
+    // TLS on from the first deploy: the cloud's CA and certificates, HTTPS on the public VIP
+    editInventory((t) => `${t}tls: {}\n`);
+    const g = await runCli('certs', 'generate', '-i', lab.inventory);
+    expect(g.code, g.stderr).toBe(0);
     const s = await buildTargetImages(REGISTRY_PORT);
     process.stderr.write(`zed-update images built and pushed in ${s.toFixed(1)} s\n`);
   }, 3_600_000);
@@ -97,6 +105,8 @@ describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', 
     temps.push(dir);
     openrc = join(dir, 'admin.openrc');
     expect((await runCli('openrc', '-i', lab.inventory, '-o', openrc)).code).toBe(0);
+    expect(readFileSync(openrc, 'utf8')).toMatch(/^export OS_AUTH_URL='https:\/\//m);
+    expect(readFileSync(openrc, 'utf8')).toContain(`export OS_CACERT='${caFile()}'`);
     for (const name of SERVERS) {
       const s = os<{ status: string }>(
         openrc,
@@ -208,7 +218,7 @@ describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', 
     const before = os<Row[]>(openrc, 'server list --all-projects --long');
     expect(before.map((r) => r.Status)).toEqual(SERVERS.map(() => 'ACTIVE'));
     const journalFile = journalFileFor(lab.inventory);
-    const probe = startProbe(lab.inventory, VIP, PROBE, temps);
+    const probe = startProbe(lab.inventory, PUBLIC_VIP, PROBE, temps, caFile());
     await sleep(3000); // a few probes before anything moves
     const t0 = Date.now();
 
@@ -423,6 +433,28 @@ describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', 
     expect(probes.length).toBeGreaterThan(20);
     expect(figures.failedOutside.map((p) => new Date(p.at).toISOString())).toEqual([]);
   }, 3_600_000);
+
+  it('still serves the public endpoints over TLS with the same certificate, verified against the CA', () => {
+    const served = execFileSync(
+      'sh',
+      [
+        '-c',
+        `openssl s_client -connect ${PUBLIC_VIP}:5000 -verify_return_error -CAfile ${caFile()} </dev/null 2>/dev/null | openssl x509 -noout -fingerprint -sha256`,
+      ],
+      { encoding: 'utf8' },
+    ).trim();
+    const file = execFileSync(
+      'openssl',
+      ['x509', '-noout', '-fingerprint', '-sha256', '-in', caFile().replace(/ca\.pem$/, 'public.pem')],
+      {
+        encoding: 'utf8',
+      },
+    ).trim();
+    expect(served).toBe(file);
+    expect(openstack(openrc, 'catalog list -f value -c Endpoints')).toMatch(
+      new RegExp(`public: https://${PUBLIC_VIP.replace(/\./g, '\\.')}:`),
+    );
+  });
 
   it("leaves nothing for a deploy to do: the upgrade ran the deploy's tasks with the new images", async () => {
     const dry = await runCli('deploy', '-i', lab.inventory, '--dry-run');
