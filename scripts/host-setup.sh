@@ -14,7 +14,7 @@
 # and python3-sqlalchemy (the services' INI values and database URLs), mariadb-client-core
 # (my_print_defaults: MariaDB's option files), and chromium (headless: the run report's page is
 # loaded and looked at in a unit test).
-STACKCTL_PACKAGES=(openipmi ipmitool openssl curl qemu-system-x86 qemu-utils openssh-server openssh-client docker.io busybox-static debootstrap tar dnsmasq-base iproute2 iptables fdisk e2fsprogs grub-pc-bin python3 python3-keystoneauth1 python3-oslo.config python3-sqlalchemy mariadb-client-core chromium)
+STACKCTL_PACKAGES=(openipmi ipmitool openssl curl qemu-system-x86 qemu-utils openssh-server openssh-client docker.io busybox-static debootstrap tar dnsmasq-base iproute2 iptables fdisk e2fsprogs grub-pc-bin python3 python3-keystoneauth1 python3-oslo.config python3-sqlalchemy mariadb-client-core chromium systemd)
 
 # host_setup [EXTRA_PACKAGE...]: install what is missing, then start dockerd if none answers.
 host_setup() {

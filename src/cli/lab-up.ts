@@ -1,8 +1,7 @@
 import type { Command } from 'commander';
 import { existsSync } from 'node:fs';
-import { join } from 'node:path';
 import { UsageError } from '../core/errors.js';
-import { packageRoot } from '../core/paths.js';
+import { stackctlScript } from '../core/paths.js';
 import { buildImages, formatBuildEvent } from '../images/build.js';
 import { localEngine, type LocalEngine } from '../remote/docker-local.js';
 import { DEFAULT_REGISTRY_ADDRESS, ensureRegistry, REGISTRY_CONTAINER } from '../images/registry.js';
@@ -44,16 +43,7 @@ export interface LabCliDeps {
   readonly bin: string;
 }
 
-/**
- * The script `lab bmc serve` runs from: this process's when it is stackctl,
- * else (stackctl used as a library, e.g. by tests) the built one of the package.
- */
-function defaultBin(): string {
-  const argv1 = process.argv[1] ?? '';
-  return /bin\.js$/.test(argv1) ? argv1 : join(packageRoot(), 'dist', 'src', 'cli', 'bin.js');
-}
-
-const defaultDeps = (): LabCliDeps => ({ engine: localEngine(), bin: defaultBin() });
+const defaultDeps = (): LabCliDeps => ({ engine: localEngine(), bin: stackctlScript() });
 
 /** The --compute choice, checked. */
 function labCompute(value: string | undefined): LabCompute {

@@ -1,6 +1,9 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { userInfo } from 'node:os';
+import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
-import { InputError, RemoteError } from '../core/errors.js';
+import { InputError, RemoteError, UsageError } from '../core/errors.js';
 import type { Secret } from '../core/secret.js';
 import {
   formatUsage,
@@ -20,6 +23,8 @@ import { loadAll, planOf, type Loaded } from './context.js';
 import { out, printIssues } from './output.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
 import { withRunLock } from './run-lock.js';
+import { stackctlScript } from '../core/paths.js';
+import { minRotationPeriodS, parseSpan, SYSTEM_UNIT_DIR, timerUnitName, timerUnits } from './rotate-timer.js';
 
 /** One key repository `stackctl rotate` can rotate. */
 export interface Rotation {
@@ -38,6 +43,11 @@ export interface Rotation {
    * drop a key still in use there is refused, and `--migrate` re-encrypts it all with the primary.
    */
   readonly encrypts?: 'keystone-credentials';
+  /**
+   * The setting of how long what the keys sign stays valid (seconds), when they sign something
+   * that lives (Keystone's tokens): it bounds how often a timer may rotate them (`--timer`).
+   */
+  readonly lifetime?: { readonly setting: string };
 }
 
 /**
@@ -53,6 +63,7 @@ export const ROTATIONS = {
     container: 'keystone',
     maxActive: { setting: 'keystone_fernet_max_active_keys' },
     file: '/etc/stackctl/keystone/fernet-keys.list',
+    lifetime: { setting: 'keystone_token_expiration_s' },
   },
   'keystone-credential-keys': {
     description:
@@ -73,10 +84,32 @@ export type RotationName = keyof typeof ROTATIONS;
 export interface RotateDeps {
   /** A shell on one node of the inventory, closed by `close`. */
   readonly connect: (all: Loaded, node: string) => { shell: Shell; close: () => Promise<void> };
+  /** `systemctl ARGS` when systemd manages this machine (undefined: it does not, e.g. in a container). */
+  readonly systemctl?: ((args: readonly string[]) => Promise<void>) | undefined;
 }
 
+/** The deploy host's systemd, when it runs (its runtime directory exists, as sd_booted(3) checks). */
+export const hostSystemctl = (): RotateDeps['systemctl'] =>
+  existsSync('/run/systemd/system')
+    ? async (args) => {
+        const r = spawnSync('systemctl', args, { encoding: 'utf8' });
+        if (r.status !== 0) {
+          throw new RemoteError(
+            'E_ROTATE_TIMER_SYSTEMCTL',
+            `systemctl ${args.join(' ')} failed: ${(r.stderr || r.error?.message || '').trim()}`,
+            {
+              hint: 'The unit files are written; see journalctl -xe, then run the command again.',
+            },
+          );
+        }
+      }
+    : undefined;
+
 /** `stackctl rotate keystone-keys|keystone-credential-keys`: one rotation of a key repository in the secrets file. */
-export function registerRotate(program: Command, deps: RotateDeps = { connect: connectNode }): void {
+export function registerRotate(
+  program: Command,
+  deps: RotateDeps = { connect: connectNode, systemctl: hostSystemctl() },
+): void {
   const rotate = program.command('rotate').description('rotate keys held in the secrets file (docs/tls.md)');
   for (const [name, r] of Object.entries(ROTATIONS) as [RotationName, Rotation][]) {
     const cmd = inventoryOptions(rotate.command(name))
@@ -85,6 +118,14 @@ export function registerRotate(program: Command, deps: RotateDeps = { connect: c
           "'stackctl deploy' then recreates the containers that read the keys",
       )
       .option('--force', 'rotate although the previous rotation is not deployed to every node (see docs/tls.md)');
+    if (r.lifetime) {
+      cmd
+        .option(
+          '--timer <every>',
+          `instead of rotating now: install a systemd timer that rotates and deploys ${r.service} every <every> (12h, 7d, 2w; at least what the token lifetime needs); 'off' removes it`,
+        )
+        .option('--unit-dir <dir>', "where the timer's units are written", SYSTEM_UNIT_DIR);
+    }
     if (r.encrypts) {
       cmd.option(
         '--migrate',
@@ -92,12 +133,16 @@ export function registerRotate(program: Command, deps: RotateDeps = { connect: c
       );
     }
     cmd.action((opts: RotateOpts) =>
-      withRunLock(opts.inventory, () => (opts.migrate ? migrateOne(name, opts, deps) : rotateOne(name, opts, deps))),
+      opts.timer !== undefined
+        ? timerOne(name, opts, deps)
+        : withRunLock(opts.inventory, () =>
+            opts.migrate ? migrateOne(name, opts, deps) : rotateOne(name, opts, deps),
+          ),
     );
   }
 }
 
-type RotateOpts = CommonOpts & { force?: boolean; migrate?: boolean };
+type RotateOpts = CommonOpts & { force?: boolean; migrate?: boolean; timer?: string; unitDir?: string };
 
 /**
  * The nodes whose last deployed copy of `file` (the deploy journal's last upload done) is not the
@@ -296,4 +341,85 @@ async function migrateOne(name: RotationName, opts: RotateOpts, deps: RotateDeps
       );
     }
   });
+}
+
+/** A period in words: `2 d 1 h`, `7 d`. */
+function inWords(seconds: number): string {
+  const d = Math.floor(seconds / 86_400);
+  const h = Math.ceil((seconds % 86_400) / 3600);
+  return [d ? `${d} d` : '', h ? `${h} h` : ''].filter(Boolean).join(' ') || '0 h';
+}
+
+/**
+ * `--timer EVERY|off`: install (or remove) the systemd timer that rotates the repository and
+ * deploys its service every EVERY. Refused, with nothing written, when EVERY is shorter than
+ * the keys must live (E_ROTATE_TIMER_TOO_OFTEN). Enabled at once when systemd runs here; else
+ * the commands that enable it are printed.
+ */
+async function timerOne(name: RotationName, opts: RotateOpts, deps: RotateDeps): Promise<void> {
+  const r: Rotation = ROTATIONS[name];
+  const all = loadAll(opts);
+  printIssues(all.warnings.filter((w) => w.code !== 'W_NO_SECRETS'));
+  specOf(all, r);
+  const cloud = all.loaded.inventory.cloud.name;
+  const dir = opts.unitDir ?? SYSTEM_UNIT_DIR;
+  const unit = timerUnitName(name, cloud);
+  const files = [join(dir, `${unit}.service`), join(dir, `${unit}.timer`)];
+  const systemctl = dir === SYSTEM_UNIT_DIR ? deps.systemctl : undefined;
+  if (opts.timer === 'off') {
+    if (systemctl && files.some((f) => existsSync(f))) await systemctl(['disable', '--now', `${unit}.timer`]);
+    for (const f of files) rmSync(f, { force: true });
+    if (systemctl) await systemctl(['daemon-reload']);
+    out(`${unit}.timer removed (${files.join(', ')})${systemctl ? ', systemd reloaded' : ''}\n`);
+    return;
+  }
+  const everyS = parseSpan(opts.timer!);
+  const maxActive = 'fixed' in r.maxActive ? r.maxActive.fixed : Number(settingOf(all, r.maxActive.setting));
+  const lifetimeS = Number(settingOf(all, r.lifetime!.setting));
+  const minS = minRotationPeriodS(lifetimeS, maxActive);
+  if (everyS < minS) {
+    const setting = 'setting' in r.maxActive ? r.maxActive.setting : 'max_active_keys';
+    throw new UsageError(
+      'E_ROTATE_TIMER_TOO_OFTEN',
+      `rotating ${r.repository} every ${inWords(everyS)} would drop keys that live tokens were signed with: ` +
+        (minS === Infinity
+          ? `with ${setting} ${maxActive} every rotation drops the key that signed the tokens in use`
+          : `with ${setting} ${maxActive}, a token lifetime of ${lifetimeS} s and Keystone's allow-expired window of 2 d, ` +
+            `the period must be at least ${inWords(minS)}`),
+      {
+        hint:
+          `Rotate less often (--timer ${Math.ceil(minS === Infinity ? 7 : minS / 86_400)}d), or keep more keys ` +
+          `(cloud.settings.${setting}: each key kept allows one more rotation per token lifetime). Nothing was written.`,
+      },
+    );
+  }
+  const extra = (['secrets', 'roles', 'releases'] as const).flatMap((o) =>
+    opts[o] ? [`--${o}`, resolve(opts[o])] : [],
+  );
+  const units = timerUnits({
+    rotation: name,
+    service: r.service,
+    cloud,
+    everyS,
+    node: process.execPath,
+    bin: realpathSync(stackctlScript()),
+    inventory: resolve(opts.inventory),
+    extra,
+    user: userInfo().username,
+  });
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(files[0]!, units.service, { mode: 0o644 });
+  writeFileSync(files[1]!, units.timer, { mode: 0o644 });
+  out(`${files.join(', ')} written: rotate ${name} then deploy ${r.service}, every ${inWords(everyS)}\n`);
+  if (systemctl) {
+    await systemctl(['daemon-reload']);
+    await systemctl(['enable', '--now', `${unit}.timer`]);
+    out(`${unit}.timer enabled and started ('systemctl list-timers ${unit}.timer' shows the next run)\n`);
+  } else {
+    out(
+      dir === SYSTEM_UNIT_DIR
+        ? `systemd does not manage this machine: where it does, run 'systemctl daemon-reload && systemctl enable --now ${unit}.timer'\n`
+        : `not enabled (units written outside ${SYSTEM_UNIT_DIR}): install them and run 'systemctl enable --now ${unit}.timer'\n`,
+    );
+  }
 }

@@ -20,3 +20,13 @@ export function packageRoot(): string {
 export const defaultRolesDir = (): string => join(packageRoot(), 'roles');
 /** Default folder of release manifests. */
 export const defaultReleasesDir = (): string => join(packageRoot(), 'images', 'releases');
+
+/**
+ * The script a background or later stackctl process runs (`lab bmc serve`, a rotation timer): this
+ * process's when it is stackctl, else (stackctl used as a library, e.g. by tests) the built one of
+ * the package.
+ */
+export function stackctlScript(): string {
+  const argv1 = process.argv[1] ?? '';
+  return /bin\.js$/.test(argv1) ? argv1 : join(packageRoot(), 'dist', 'src', 'cli', 'bin.js');
+}
