@@ -38,7 +38,8 @@ def http():
 def session(user, password, project):
     plugin = v3.Password(auth_url=auth["url"], username=user, password=password, project_name=project,
                          user_domain_id="default", project_domain_id="default")
-    return ks_session.Session(auth=plugin, session=http())
+    # the cloud's CA when the internal endpoints are https:// (tls.internal), else the system's
+    return ks_session.Session(auth=plugin, session=http(), verify=auth.get("cafile") or True)
 
 
 def say(obj, name, action, detail=""):

@@ -22,6 +22,14 @@ export type ServedEndpoint = keyof typeof SERVED_ENDPOINTS;
 /** Where the HAProxy container reads each endpoint's PEM (its config folder is mounted at /etc/haproxy). */
 export const HAPROXY_CRT_DIR = '/etc/haproxy/tls';
 
+/**
+ * Where a service's containers find the cloud's CA: the file common/ca.pem.hbs renders in its
+ * config folder (mounted at the same path; empty unless tls.internal).
+ */
+export function serviceCaFile(service: string): string {
+  return `/etc/stackctl/${service}/ca.pem`;
+}
+
 /** The endpoints the inventory has HAProxy serve over TLS (none without a `tls:` section). */
 export function servedEndpoints(tls: Tls | undefined): ServedEndpoint[] {
   if (!tls) return [];
@@ -60,6 +68,11 @@ export interface TlsMaterial {
   readonly pems: Partial<Record<ServedEndpoint, Secret>>;
   /** Endpoints whose files are missing or unreadable, with the reason (the plan refuses to render them). */
   readonly missing: Partial<Record<ServedEndpoint, string>>;
+  /**
+   * The CA certificate (PEM, public) the services verify the internal endpoints with: read only
+   * when HAProxy serves the internal endpoint over TLS; `missing.internal` says why when it cannot be.
+   */
+  readonly ca?: string;
 }
 
 /** Read the PEMs of the served endpoints. Nothing is read without a `tls:` section. */
@@ -78,7 +91,23 @@ export function loadTlsMaterial(inventoryFile: string, certsDir: string, tls: Tl
       missing[name] = (e as Error).message;
     }
   }
-  return { pems, missing };
+  if (!servedEndpoints(tls).includes('internal')) return { pems, missing };
+  const ca = caFile(inventoryFile, certsDir, tls)!;
+  if (!existsSync(ca)) return { pems, missing: { ...missing, internal: `${ca} (the CA) does not exist` } };
+  try {
+    return { pems, missing, ca: pemBlocks(readPem(ca)) };
+  } catch (e) {
+    return { pems, missing: { ...missing, internal: (e as Error).message } };
+  }
+}
+
+/** The PEM blocks of a file, each ending in a newline, nothing around them ('' when there is none). */
+export function pemBlocks(text: string): string {
+  return (
+    text.replace(/\r\n/g, '\n').match(/-----BEGIN [A-Z0-9 ]+-----\n[A-Za-z0-9+/=\n]+-----END [A-Z0-9 ]+-----/g) ?? []
+  )
+    .map((b) => b + '\n')
+    .join('');
 }
 
 /**
@@ -86,12 +115,8 @@ export function loadTlsMaterial(inventoryFile: string, certsDir: string, tls: Tl
  * operator's file may carry text around them, e.g. openssl's `Bag Attributes`).
  */
 export function haproxyPem(certPem: string, keyPem: string): string {
-  const blocks = (s: string): string =>
-    (s.replace(/\r\n/g, '\n').match(/-----BEGIN [A-Z0-9 ]+-----\n[A-Za-z0-9+/=\n]+-----END [A-Z0-9 ]+-----/g) ?? [])
-      .map((b) => b + '\n')
-      .join('');
-  const cert = blocks(certPem);
-  const key = blocks(keyPem);
+  const cert = pemBlocks(certPem);
+  const key = pemBlocks(keyPem);
   if (!cert || !key) throw new Error('no PEM block in the certificate or key file');
   return cert + key;
 }

@@ -13,7 +13,7 @@ import { InputError, RemoteError, summarizeFailure, UsageError } from '../core/e
 import { FailureClass } from '../orchestrator/failures.js';
 import { planDeploy } from '../orchestrator/planner.js';
 import { hypervisorBinary } from '../roles/service-roles.js';
-import { clientContainers, cloudClient } from '../status/openstack-client.js';
+import { clientCaFiles, clientContainers, cloudClient } from '../status/openstack-client.js';
 import { EvacuationCapacity } from '../upgrade/prechecks.js';
 import { evacuationOptions } from '../upgrade/run-hooks.js';
 import {
@@ -138,6 +138,7 @@ export async function runMaintenance(action: MaintenanceAction, o: MaintenanceOp
         plan: planDeploy(effective, all.catalog),
         credentials,
         containers: clientContainers(all.catalog.provides),
+        caFiles: clientCaFiles(all.catalog.provides),
       }),
       services: all.catalog.provides,
       emit,

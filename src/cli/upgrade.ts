@@ -16,7 +16,7 @@ import {
 import { planDeploy, type ContainerWork, type DeployPlan } from '../orchestrator/planner.js';
 import { loadRelease } from '../roles/release.js';
 import { clusterCheck } from '../status/clusters.js';
-import { clientContainers, cloudClient } from '../status/openstack-client.js';
+import { clientCaFiles, clientContainers, cloudClient } from '../status/openstack-client.js';
 import type { UpgradeContext } from '../upgrade/context.js';
 import { formatUpgradePlan, upgradePlanToJson } from '../upgrade/format.js';
 import { checkImagesPresent } from '../upgrade/images.js';
@@ -247,6 +247,7 @@ export async function runUpgrade(
         plan: currentDeploy,
         credentials,
         containers: clientContainers(all.catalog.provides),
+        caFiles: clientCaFiles(all.catalog.provides),
       }),
       targetWork: (node, container) => targetWorks.get(`${node}/${container}`),
       currentWork: (node, container) => currentWorks.get(`${node}/${container}`),

@@ -297,8 +297,8 @@ export const TlsSchema = Type.Object(
       Type.Boolean({
         default: false,
         description:
-          'HAProxy terminates TLS on the internal_api network too. Not available yet: the services do not trust ' +
-          "the cloud's CA for their internal calls (inventory validate refuses true)",
+          'HAProxy terminates TLS on the internal_api network too (the internal and admin endpoints become https://); ' +
+          "every service's client of them, and stackctl's, verifies it with the cloud's CA",
       }),
     ),
     expiry_days: Type.Optional(

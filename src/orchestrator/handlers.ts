@@ -29,6 +29,7 @@ import { logTail as containerLogTail, runHealthcheck, waitHealthy as waitContain
 import { hostSummary, prepareHost } from './host.js';
 import { identityHash, runIdentityWork } from './identity.js';
 import { EffectKind, type Effect } from './journal.js';
+import { serviceCaFile } from '../certs/served.js';
 import type { BackupCommand, NodeAction } from './model.js';
 import type { ContainerWork, RunOnceWork } from './planner.js';
 import {
@@ -192,10 +193,14 @@ const containerEffect = (kind: EffectKind, w: ContainerWork): Effect => ({
 /** Wait until the service answers through the load balancer on the internal VIP (any status below 500). */
 async function waitFrontend(ctx: EngineContext, access: NodeAccess, w: ContainerWork, url: string): Promise<void> {
   const deadline = ctx.now() + HANDLER_DEFAULTS.frontendTimeoutMs;
+  // over TLS (tls.internal): verified with the cloud's CA in the service's config folder
+  const ca = url.startsWith('https://') ? ['--cacert', serviceCaFile(w.service)] : [];
   let last = '';
   for (;;) {
     const r = await access.docker
-      .exec(w.name, ['curl', '-s', '-o', '/dev/null', '-m', '5', '-w', '%{http_code}', url], { timeoutMs: 10_000 })
+      .exec(w.name, ['curl', '-s', '-o', '/dev/null', '-m', '5', '-w', '%{http_code}', ...ca, url], {
+        timeoutMs: 10_000,
+      })
       .catch((e: unknown) => ({ code: -1, stdout: '', stderr: messageOf(e) }));
     last = r.stdout.trim() || r.stderr.trim();
     const status = Number(r.stdout.trim());

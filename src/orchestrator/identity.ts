@@ -89,6 +89,7 @@ function specOf(
   const adminPassword = need(identity.adminPasswordSecret, 'Keystone admin');
   const auth = {
     url: identity.authUrl,
+    ...(identity.caFile ? { cafile: identity.caFile } : {}),
     user: 'admin',
     password: adminPassword,
     project: 'admin',

@@ -10,6 +10,7 @@
  */
 import { canonicalJson, sha256 } from '../core/hash.js';
 import { UsageError } from '../core/errors.js';
+import { serviceCaFile } from '../certs/served.js';
 import type { Catalog } from '../roles/catalog.js';
 import type { Plan, PlanAction, PlanHost } from '../roles/plan.js';
 import { STEPS, type Container, type Service, type StepNumber } from '../roles/schema.js';
@@ -134,6 +135,8 @@ export type RunOnceWork =
 export interface IdentityAccess {
   /** Internal identity endpoint (v3). */
   readonly authUrl: string;
+  /** The CA file the client verifies an https:// authUrl with, in the identity container. */
+  readonly caFile?: string;
   readonly region: string;
   /** Secret holding the admin password. */
   readonly adminPasswordSecret: string;
@@ -205,10 +208,12 @@ export function planDeploy(plan: Plan, catalog: Catalog, filter: PlanFilter = {}
   // Containers of every node, with their per-input hashes.
   const bootstrapOf = new Map(plan.services.map((s) => [s.name, s.bootstrap]));
   const internalVip = plan.vips.internal_api;
+  // https:// when HAProxy serves the internal VIP over TLS (the container's curl verifies it with the CA)
+  const internalScheme = plan.tls?.includes('internal') ? 'https' : 'http';
   const frontendOf = new Map<string, string>();
   for (const p of plan.services) {
     const f = (svc(p.name).haproxy ?? []).find((x) => x.mode === 'http' && x.vip_networks.includes('internal_api'));
-    if (f && internalVip) frontendOf.set(p.name, `http://${internalVip}:${f.port}${f.check ?? '/'}`);
+    if (f && internalVip) frontendOf.set(p.name, `${internalScheme}://${internalVip}:${f.port}${f.check ?? '/'}`);
   }
   const containers = new Map<string, ContainerWork>();
   for (const node of plan.nodes) {
@@ -348,6 +353,10 @@ export function planDeploy(plan: Plan, catalog: Catalog, filter: PlanFilter = {}
       ? {
           identity: {
             authUrl: identity.url,
+            // the CA in the identity service's container, for an https:// endpoint (tls.internal)
+            ...(identity.url.startsWith('https://')
+              ? { caFile: serviceCaFile(catalog.provides.identity!.service) }
+              : {}),
             region: plan.cloud.region,
             adminPasswordSecret: IDENTITY_ADMIN_PASSWORD,
           },

@@ -51,6 +51,8 @@ export interface PlanInput {
   readonly tls?: {
     readonly pems: Partial<Record<ServedEndpoint, Secret>>;
     readonly missing?: Partial<Record<ServedEndpoint, string>>;
+    /** The CA (PEM, public) the services verify the internal endpoints with, when those are served over TLS. */
+    readonly ca?: string;
   };
   /**
    * The CA (PEM, public) every node's dockerd trusts the registry with, when stackctl's registry
@@ -387,18 +389,12 @@ export function buildPlan(input: PlanInput): PlanResult {
 
   // TLS: the networks whose HTTP frontends HAProxy terminates TLS on, and the PEM it reads there.
   const served = servedEndpoints(inv.tls);
-  if (served.includes('internal'))
-    throw new InputError('E_TLS_INTERNAL', 'tls.internal: true is not available yet', {
-      hint:
-        "The services do not trust the cloud's CA for their calls to the internal endpoints yet: remove tls.internal " +
-        '(the internal network stays plain HTTP, see docs/tls.md).',
-    });
   const tlsNetwork = new Map<string, ServedEndpoint>(served.map((e) => [SERVED_ENDPOINTS[e].network, e]));
   const scheme = (net: string): 'http' | 'https' => (tlsNetwork.has(net) ? 'https' : 'http');
   const tlsSecret = (e: ServedEndpoint): string => `tls_${e}_pem`;
   if (input.secrets)
     for (const e of served)
-      if (!input.tls?.pems[e])
+      if (!input.tls?.pems[e] || (e === 'internal' && !input.tls.ca))
         throw new InputError(
           'E_CERT_MISSING',
           `the ${e} endpoint is served over TLS (inventory tls) but its certificate cannot be read: ${input.tls?.missing?.[e] ?? 'not loaded'}`,
@@ -406,9 +402,12 @@ export function buildPlan(input: PlanInput): PlanResult {
             hint: "Run 'stackctl certs generate -i INVENTORY' (or name the operator's files under tls.endpoints), then plan again.",
           },
         );
-  const tlsContext: Record<string, SecretRef | false> = {};
+  const tlsContext: Record<string, SecretRef | string | false> = {};
   for (const e of Object.keys(SERVED_ENDPOINTS) as ServedEndpoint[])
     tlsContext[e] = served.includes(e) ? new SecretRef(tlsSecret(e)) : false;
+  // the CA the services' clients verify the internal endpoints with (common/ca.pem.hbs); without
+  // the secrets (a printed plan) a CA not read yet renders as nothing
+  tlsContext['ca'] = served.includes('internal') ? (input.tls?.ca ?? '') : false;
 
   // Templates render with placeholders; the real files get the values substituted afterwards.
   const secretRefs: Record<string, SecretRef | { index: number; key: SecretRef }[]> = {};

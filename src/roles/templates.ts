@@ -108,6 +108,8 @@ helper('join', (list: unknown, sep: unknown) => {
   return list.map((x, i) => scalarText(x, `item ${i} of the list`)).join(typeof sep === 'string' ? sep : ',');
 });
 helper('eq', (a: unknown, b: unknown) => a === b);
+/** Whether any of its values is set: `{{#if (or tls.public tls.internal)}}`. */
+helper('or', (...args: unknown[]) => args.slice(0, -1).some(Boolean));
 /** Every occurrence of `from` in `text` replaced, e.g. an address as an Erlang tuple: `{{replace ip "." ","}}`. */
 helper('replace', (text: unknown, from: unknown, to: unknown) =>
   scalarText(text, 'the text of replace').split(String(from)).join(String(to)),

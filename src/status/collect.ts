@@ -38,6 +38,7 @@ import {
 } from './model.js';
 import { NOT_DEPLOYED, evaluateOpenStack, novaExpectation } from './openstack.js';
 import {
+  clientCaFiles,
   clientContainers,
   containerClient,
   listNetworkAgents,
@@ -401,6 +402,7 @@ export async function collectStatus(
           node,
           container: c,
           credentials: input.credentials,
+          caFiles: clientCaFiles(input.roles),
           timeoutMs,
         });
         return { client, at: `${node}/${c}` };

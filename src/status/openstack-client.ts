@@ -19,6 +19,7 @@ import type { Secret } from '../core/secret.js';
 import type { DeployPlan } from '../orchestrator/planner.js';
 import type { ContainerEngine } from '../remote/index.js';
 import type { ServiceRoles } from '../roles/service-roles.js';
+import { serviceCaFile } from '../certs/served.js';
 import type { ComputeService, Hypervisor, NetworkAgentRow } from './model.js';
 
 /** The OpenStack client: argv after `openstack`, stdout back; rejects with E_OPENSTACK_CLIENT. */
@@ -139,6 +140,29 @@ export const OPENSTACK_COMMANDS = {
 
 /* ---------------------------------------------------------------- running */
 
+/** Client container -> the CA file its service's config folder holds (common/ca.pem.hbs). */
+export function clientCaFiles(roles: ServiceRoles): Readonly<Record<string, string>> {
+  const out: Record<string, string> = {};
+  for (const r of [roles.identity, roles.computeApi]) if (r) out[r.clientContainer] = serviceCaFile(r.service);
+  return out;
+}
+
+/**
+ * The credentials of a client in one container: with OS_CACERT, the cloud's CA in that
+ * container's config folder, when they name an https:// endpoint (tls.internal) and none is set.
+ */
+export function credentialsIn(
+  credentials: ClientCredentials,
+  container: string,
+  caFiles: Readonly<Record<string, string>> | undefined,
+): ClientCredentials {
+  const url = credentials['OS_AUTH_URL'];
+  const ca = caFiles?.[container];
+  return typeof url === 'string' && url.startsWith('https://') && ca && !credentials['OS_CACERT']
+    ? { ...credentials, OS_CACERT: ca }
+    : credentials;
+}
+
 /** Containers that carry the OpenStack client, in order of preference: the identity service's, the compute API's. */
 export function clientContainers(roles: ServiceRoles): string[] {
   return [roles.identity?.clientContainer, roles.computeApi?.clientContainer].filter(
@@ -188,10 +212,13 @@ export function containerClient(o: {
   readonly container: string;
   readonly credentials: ClientCredentials;
   readonly timeoutMs?: number;
+  /** Client container -> the CA file there (clientCaFiles), for an https:// endpoint. */
+  readonly caFiles?: Readonly<Record<string, string>>;
 }): OpenStackClient {
+  const credentials = credentialsIn(o.credentials, o.container, o.caFiles);
   return {
     openstack: (args, opts = {}) =>
-      runOpenStack(o.docker, o, args, o.credentials, opts.timeoutMs ?? o.timeoutMs ?? CLOUD_CLIENT_DEFAULTS.timeoutMs),
+      runOpenStack(o.docker, o, args, credentials, opts.timeoutMs ?? o.timeoutMs ?? CLOUD_CLIENT_DEFAULTS.timeoutMs),
   };
 }
 
@@ -203,6 +230,8 @@ export interface CloudClientDeps {
   readonly credentials: ClientCredentials;
   /** Containers that carry the client, in order of preference (clientContainers). */
   readonly containers: readonly string[];
+  /** Client container -> the CA file there (clientCaFiles), for an https:// endpoint. */
+  readonly caFiles?: Readonly<Record<string, string>>;
 }
 
 /** Where the client can run: node and container, in plan order then in the containers' order. */
@@ -260,7 +289,13 @@ export function cloudClient(deps: CloudClientDeps): OpenStackClient {
         }
         let out: string;
         try {
-          out = await runOpenStack(docker, at, args, deps.credentials, timeoutMs);
+          out = await runOpenStack(
+            docker,
+            at,
+            args,
+            credentialsIn(deps.credentials, at.container, deps.caFiles),
+            timeoutMs,
+          );
         } catch (err) {
           // the command ran and failed: the answer of the cloud, not of this node
           if (err instanceof StackctlError && err.code === 'E_OPENSTACK_CLIENT') {

@@ -5,10 +5,11 @@
  * certificate changes no container's hash: HAProxy re-reads it in place (config `reload`).
  */
 import { X509Certificate, createPrivateKey } from 'node:crypto';
-import { appendFileSync, rmSync } from 'node:fs';
+import { appendFileSync, readFileSync, rmSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { loadAll, planOf } from '../../src/cli/context.js';
+import { internalAdminEnv, loadAll, planOf } from '../../src/cli/context.js';
+import { clientCaFiles, credentialsIn } from '../../src/status/openstack-client.js';
 import { Secret } from '../../src/core/secret.js';
 import { planDeploy } from '../../src/orchestrator/planner.js';
 import type { PlanResult } from '../../src/roles/plan.js';
@@ -114,17 +115,15 @@ describe('the plan with tls: {}', () => {
     // the deploy plan: the haproxy container re-reads both of its reloaded files, and neither is in its inputs
     const d = planDeploy(after, all.catalog);
     const haproxy = d.steps.flatMap((st) => st.nodes.flatMap((n) => n.containers)).find((c) => c.name === 'haproxy')!;
-    expect(Object.keys(haproxy.reloads ?? {}).sort()).toEqual([CFG, PEM]);
+    expect(Object.keys(haproxy.reloads ?? {}).sort()).toEqual([CFG, '/etc/stackctl/haproxy/tls/internal.pem', PEM]);
     expect(Object.keys(haproxy.inputs.configs)).toEqual(['/etc/stackctl/haproxy/run.sh']);
   });
 
-  it('refuses to render without the certificate (E_CERT_MISSING) and refuses tls.internal (E_TLS_INTERNAL)', async () => {
+  it('refuses to render without the certificate (E_CERT_MISSING)', async () => {
     const missing = await inventory('tls: {}\n', false);
     expect(() => planOf(loadAll({ inventory: missing }))).toThrow(
       expect.objectContaining({ code: 'E_CERT_MISSING', hint: expect.stringContaining('certs generate') }),
     );
-    const internal = await inventory('tls: { internal: true }\n', true);
-    expect(() => planOf(loadAll({ inventory: internal }))).toThrow(expect.objectContaining({ code: 'E_TLS_INTERNAL' }));
   });
 
   it('keeps the placeholder without a secrets file (plan shows no certificate)', async () => {
@@ -133,5 +132,81 @@ describe('the plan with tls: {}', () => {
     const p = planOf({ ...all, secrets: undefined });
     expect(file(p, 'ctl-0', PEM)).toContain('<secret:tls_public_pem>');
     expect(new Secret('x').toString()).toBe('<redacted>');
+  });
+});
+
+describe('the plan with tls: { internal: true }', () => {
+  it('binds TLS on both VIPs, makes the internal endpoints https:// and has every client of them verify with the CA', async () => {
+    const inv = await inventory('tls: { internal: true }\n', true);
+    const p = planOf(loadAll({ inventory: inv }));
+    expect(p.plan.tls).toEqual(['public', 'internal']);
+    const cfg = file(p, 'ctl-0', CFG);
+    expect(listen(cfg, 'keystone')).toContain(
+      `bind ${VIP_INT}:5000 transparent ssl crt /etc/haproxy/tls/internal.pem\n`,
+    );
+    expect(listen(cfg, 'keystone')).toContain(`bind ${VIP_EXT}:5000 transparent ssl crt /etc/haproxy/tls/public.pem\n`);
+    const internalPem = file(p, 'ctl-0', '/etc/stackctl/haproxy/tls/internal.pem');
+    const leaf = new X509Certificate(internalPem);
+    expect(leaf.subjectAltName).toContain(`IP Address:${VIP_INT}`);
+    expect(createPrivateKey(internalPem).type).toBe('private');
+    const ks = p.plan.services.find((s) => s.name === 'keystone')!;
+    expect(ks.endpoints.every((e) => e.url.startsWith('https://'))).toBe(true);
+
+    // the CA in each client's config folder, and every keystoneauth section pointing at it
+    const ca = readFileSync(inv.replace(/\.yaml$/, '.certs/ca.pem'), 'utf8');
+    expect(leaf.verify(new X509Certificate(ca).publicKey)).toBe(true);
+    const clients: [string, string, string, number][] = [
+      ['ctl-0', 'nova-api', '/etc/stackctl/nova-api/nova.conf', 5],
+      ['ctl-0', 'nova-conductor', '/etc/stackctl/nova-conductor/nova.conf', 5],
+      ['cmp-0', 'nova-compute', '/etc/stackctl/nova-compute/nova.conf', 5],
+      ['ctl-0', 'neutron-server', '/etc/stackctl/neutron-server/neutron.conf', 2],
+      ['ctl-0', 'glance', '/etc/stackctl/glance/glance-api.conf', 1],
+      ['ctl-0', 'placement', '/etc/stackctl/placement/placement.conf', 1],
+    ];
+    for (const [node, svc, conf, sections] of clients) {
+      expect(file(p, node, `/etc/stackctl/${svc}/ca.pem`).trim(), `${node} ${svc}`).toBe(ca.trim());
+      const text = file(p, node, conf);
+      expect(text.split(`cafile = /etc/stackctl/${svc}/ca.pem\n`).length - 1, conf).toBe(sections);
+      expect(text).not.toMatch(/= http:\/\//);
+    }
+    // stackctl's own clients: the deploy's frontend gate, its identity work, status/upgrade's client
+    const all = loadAll({ inventory: inv });
+    const d = planDeploy(p.plan, all.catalog);
+    const work = d.steps.flatMap((st) => st.nodes.flatMap((n) => n.containers));
+    expect(work.find((c) => c.name === 'keystone')!.frontend).toMatch(new RegExp(`^https://${VIP_INT}:5000/`));
+    expect(d.identity).toMatchObject({
+      authUrl: `https://${VIP_INT}:5000/v3`,
+      caFile: '/etc/stackctl/keystone/ca.pem',
+    });
+    const caFiles = clientCaFiles(all.catalog.provides);
+    expect(caFiles).toEqual({ keystone: '/etc/stackctl/keystone/ca.pem', nova_api: '/etc/stackctl/nova-api/ca.pem' });
+    const env = internalAdminEnv(all, p.plan)!;
+    expect(credentialsIn(env, 'nova_api', caFiles)['OS_CACERT']).toBe('/etc/stackctl/nova-api/ca.pem');
+    expect(
+      credentialsIn({ ...env, OS_AUTH_URL: 'http://x:5000/v3' }, 'nova_api', caFiles)['OS_CACERT'],
+    ).toBeUndefined();
+    const metadata = file(p, 'cmp-0', '/etc/stackctl/neutron-ovn-metadata-agent/neutron_ovn_metadata_agent.ini');
+    expect(metadata).toContain('nova_metadata_protocol = https\n');
+    expect(metadata).toContain('auth_ca_cert = /etc/stackctl/neutron-ovn-metadata-agent/ca.pem\n');
+  });
+
+  it('leaves the CA files empty and no cafile anywhere with TLS on the public VIP only', async () => {
+    const p = planOf(loadAll({ inventory: await inventory('tls: {}\n', true) }));
+    expect(file(p, 'ctl-0', '/etc/stackctl/nova-api/ca.pem').trim()).toBe('');
+    expect(file(p, 'ctl-0', '/etc/stackctl/nova-api/nova.conf')).not.toContain('cafile');
+    expect(file(p, 'cmp-0', '/etc/stackctl/neutron-ovn-metadata-agent/neutron_ovn_metadata_agent.ini')).toContain(
+      'nova_metadata_protocol = http\n',
+    );
+  });
+
+  it('refuses to render without the CA (E_CERT_MISSING naming it)', async () => {
+    const inv = await inventory('tls: { internal: true }\n', true);
+    rmSync(inv.replace(/\.yaml$/, '.certs/ca.pem'));
+    expect(() => planOf(loadAll({ inventory: inv }))).toThrow(
+      expect.objectContaining({
+        code: 'E_CERT_MISSING',
+        message: expect.stringContaining('ca.pem (the CA) does not exist'),
+      }),
+    );
   });
 });
