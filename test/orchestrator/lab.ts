@@ -224,6 +224,18 @@ export function deployLab(name: string, prefix: string, offset: number, options:
       }
       if (dir) rmSync(dir, { recursive: true, force: true }); // the journal and event log are the deploy's, not the lab's
     },
+    /**
+     * down(), unless STACKCTL_KEEP_LAB keeps the lab for a look: =1 a failed run's, =all any run's
+     * (remove it with `stackctl lab down --purge`).
+     */
+    async downUnlessKept(failed: boolean): Promise<void> {
+      const keep = process.env['STACKCTL_KEEP_LAB'];
+      if ((keep === '1' && failed) || keep === 'all') {
+        process.stderr.write(`lab kept: ${inventoryOf()}\n`);
+        return;
+      }
+      await lab.down();
+    },
     /** `stackctl deploy` in process; returns the report and what it printed. */
     async deploy(opts: Partial<DeployOpts> = {}) {
       let text = '';
@@ -327,4 +339,12 @@ function chooseSecrets(file: string, chosen: Readonly<Record<string, string>>): 
     doc.services[name] = value;
   }
   writeFileSync(file, stringifyYaml(doc), { mode: 0o600 });
+}
+
+/** Whether a suite (what afterAll is given) or one of its tests failed. */
+export function suiteFailed(suite: {
+  readonly tasks: readonly { readonly result?: { readonly state?: string } }[];
+  readonly result?: { readonly state?: string };
+}): boolean {
+  return suite.tasks.some((t) => t.result?.state === 'fail') || suite.result?.state === 'fail';
 }

@@ -34,7 +34,7 @@ import { watchGuest } from '../../../src/workloads/guest-watch.js';
 import { runCli, tempDir } from '../../helpers/cli.js';
 import { openstack, openstackAsync, openstackJson } from '../../helpers/openstack.js';
 import { release } from '../../images/fixture.js';
-import { CLOUD_IMAGES, deployLab } from '../lab.js';
+import { CLOUD_IMAGES, deployLab, suiteFailed } from '../lab.js';
 
 const lab = deployLab('guest', '10.77', 900, {
   registryPort: 15121,
@@ -236,17 +236,10 @@ describe('real guests: libvirt with QEMU TCG on a 1ctl-2comp lab', () => {
   }, 1_800_000);
   afterAll(async (suite) => {
     process.stderr.write(`\nFIGURES\n${figures.map(([k, v]) => `  ${k}: ${v}`).join('\n')}\n`);
-    // STACKCTL_KEEP_LAB=1 keeps a failed run's lab for a look, =all any run's (remove it with
-    // `stackctl lab down --purge`)
-    const failed = suite.tasks.some((t) => t.result?.state === 'fail') || suite.result?.state === 'fail';
+    const failed = suiteFailed(suite);
     execFileSync('docker', ['rm', '-f', PINGER], { stdio: 'ignore' });
     if (failed) await diagnose().catch((e: unknown) => process.stderr.write(`diagnostics failed: ${String(e)}\n`));
-    const keep = process.env['STACKCTL_KEEP_LAB'];
-    if ((keep === '1' && failed) || keep === 'all') {
-      process.stderr.write(`lab kept: ${lab.inventory}\n`);
-      return;
-    }
-    await lab.down();
+    await lab.downUnlessKept(failed);
   }, 180_000);
 
   it('deploys the whole cloud with libvirt on cmp-0 and the guest image as its starter image', async () => {

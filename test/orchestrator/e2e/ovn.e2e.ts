@@ -15,7 +15,7 @@ import { runCli, tempDir } from '../../helpers/cli.js';
 import { openstack, openstackJson } from '../../helpers/openstack.js';
 import { release } from '../../images/fixture.js';
 import type { StatusReport } from '../../../src/status/model.js';
-import { CLOUD_IMAGES, deployLab } from '../lab.js';
+import { CLOUD_IMAGES, deployLab, suiteFailed } from '../lab.js';
 
 const lab = deployLab('ovn', '10.76', 760, { topology: '1ctl-2comp', registryPort: 15111, bmcPort: 16930 });
 const P = lab.prefix;
@@ -120,16 +120,9 @@ describe('OVN on a 1ctl-2comp lab', () => {
 
   afterAll(async (suite) => {
     process.stderr.write(`timings (s): ${timings.map(([k, v]) => `${k} ${v}`).join(', ')}\n`);
-    // STACKCTL_KEEP_LAB=1 keeps a failed run's lab for a look, =all any run's (remove it with
-    // `stackctl lab down --purge`)
-    const failed = suite.tasks.some((t) => t.result?.state === 'fail') || suite.result?.state === 'fail';
+    const failed = suiteFailed(suite);
     if (failed) await diagnose().catch((e: unknown) => process.stderr.write(`diagnostics failed: ${String(e)}\n`));
-    const keep = process.env['STACKCTL_KEEP_LAB'];
-    if ((keep === '1' && failed) || keep === 'all') {
-      process.stderr.write(`lab kept: ${lab.inventory}\n`);
-      return;
-    }
-    await lab.down();
+    await lab.downUnlessKept(failed);
   });
 
   it('every chassis (both computes, the controller as gateway) is in the Southbound database', async () => {

@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StatusReport } from '../../../src/status/model.js';
 import { runCli } from '../../helpers/cli.js';
 import { openstackJson } from '../../helpers/openstack.js';
-import { CLOUD_IMAGES, deployLab } from '../lab.js';
+import { CLOUD_IMAGES, deployLab, suiteFailed } from '../lab.js';
 
 const lab = deployLab('tlsint', '10.74', 740, { registryPort: 15151, bmcPort: 17150 });
 const INTERNAL_VIP = `${lab.prefix}.20.250`;
@@ -45,12 +45,7 @@ describe('TLS on the internal VIP too: the whole cloud on a 1ctl-1comp lab', () 
 
   afterAll(async (suite) => {
     process.stderr.write(`timings (s): ${timings.map(([k, v]) => `${k} ${v}`).join(', ')}\n`);
-    const failed = suite.tasks.some((t) => t.result?.state === 'fail') || suite.result?.state === 'fail';
-    if (process.env['STACKCTL_KEEP_LAB'] === '1' && failed) {
-      process.stderr.write(`lab kept: ${lab.inventory}\n`);
-      return;
-    }
-    await lab.down();
+    await lab.downUnlessKept(suiteFailed(suite));
   });
 
   it('serves the internal VIP over TLS, verified against the CA; plain HTTP and an unverified client get nothing there', () => {

@@ -26,7 +26,7 @@ import type { StatusReport } from '../../../src/status/model.js';
 import { runCli } from '../../helpers/cli.js';
 import { CLIENT_IMAGE } from '../../helpers/openstack.js';
 import { release } from '../../images/fixture.js';
-import { deployLab } from '../lab.js';
+import { deployLab, suiteFailed } from '../lab.js';
 
 const SERVICES = 'haproxy,keepalived,mariadb,memcached,keystone';
 const IMAGES = ['haproxy', 'keepalived', 'mariadb', 'memcached', 'keystone'];
@@ -200,12 +200,7 @@ describe('HTTPS on the public VIP of a 1ctl-1comp lab', () => {
 
   afterAll(async (suite) => {
     process.stderr.write(`timings (s): ${timings.map(([k, v]) => `${k} ${v}`).join(', ')}\n`);
-    const failed = suite.tasks.some((t) => t.result?.state === 'fail') || suite.result?.state === 'fail';
-    if (process.env['STACKCTL_KEEP_LAB'] === '1' && failed) {
-      process.stderr.write(`lab kept: ${lab.inventory}\n`);
-      return;
-    }
-    await lab.down();
+    await lab.downUnlessKept(suiteFailed(suite));
   });
 
   it('openrc names the https:// public endpoint and the CA', () => {
