@@ -168,6 +168,27 @@ export function phaseTimes(inventory: string, since: number): { phase: string; f
   return out;
 }
 
+/**
+ * Whether the probe watched all of [t0, t1]: a try started before t0 and one ended after t1, and
+ * the longest hole between one try's end and the next one's start inside it (ms). Under load a
+ * try takes longer and there are fewer of them; a hole means nobody was asking.
+ */
+export function probeCoverage(
+  probes: readonly ProbeResult[],
+  t0: number,
+  t1: number,
+): { covered: boolean; longestHoleMs: number } {
+  const tries = [...probes].sort((a, b) => a.at - b.at);
+  let longestHoleMs = 0;
+  let reached = tries[0]?.at ?? Infinity;
+  for (const p of tries) {
+    if (p.at > reached && p.at > t0 && reached < t1)
+      longestHoleMs = Math.max(longestHoleMs, p.at - Math.max(reached, t0));
+    reached = Math.max(reached, p.end);
+  }
+  return { covered: (tries[0]?.at ?? Infinity) <= t0 && reached >= t1, longestHoleMs };
+}
+
 /** The probe against the declared outages: success share, longest gap, failures outside them; and a printout. */
 export function probeFigures(
   probes: readonly ProbeResult[],
