@@ -91,7 +91,8 @@ export function loadTlsMaterial(inventoryFile: string, certsDir: string, tls: Tl
       missing[name] = (e as Error).message;
     }
   }
-  if (!servedEndpoints(tls).includes('internal')) return { pems, missing };
+  // the internal endpoint's clients need the CA too (its certificate's reason, when missing, comes first)
+  if (!servedEndpoints(tls).includes('internal') || missing.internal) return { pems, missing };
   const ca = caFile(inventoryFile, certsDir, tls)!;
   if (!existsSync(ca)) return { pems, missing: { ...missing, internal: `${ca} (the CA) does not exist` } };
   try {
