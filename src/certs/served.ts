@@ -75,11 +75,19 @@ export interface TlsMaterial {
   readonly ca?: string;
 }
 
-/** Read the PEMs of the served endpoints. Nothing is read without a `tls:` section. */
-export function loadTlsMaterial(inventoryFile: string, certsDir: string, tls: Tls | undefined): TlsMaterial {
+/**
+ * Read the PEMs of the served endpoints. Nothing is read without a `tls:` section. With
+ * `keys: false` (a plan shown without the secrets) only the CA is read: it is public.
+ */
+export function loadTlsMaterial(
+  inventoryFile: string,
+  certsDir: string,
+  tls: Tls | undefined,
+  opts: { readonly keys?: boolean } = {},
+): TlsMaterial {
   const pems: Partial<Record<ServedEndpoint, Secret>> = {};
   const missing: Partial<Record<ServedEndpoint, string>> = {};
-  for (const name of servedEndpoints(tls)) {
+  for (const name of opts.keys === false ? [] : servedEndpoints(tls)) {
     const f = endpointFiles(inventoryFile, certsDir, tls, name);
     if (!existsSync(f.cert) || !existsSync(f.key)) {
       missing[name] = `${existsSync(f.cert) ? f.key : f.cert} does not exist`;

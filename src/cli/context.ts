@@ -127,9 +127,14 @@ export function planOf(all: Loaded, opts: { readonly keepRendered?: boolean } = 
     release: all.release,
     addresses: all.allocation.addresses,
     ...(all.secrets ? { secrets: all.secrets.services } : {}),
-    // the served certificates' PEMs are read only where the real files are rendered (with the secrets)
-    ...(all.secrets && all.loaded.inventory.tls
-      ? { tls: loadTlsMaterial(all.inventoryFile, certsDirFor(all.inventoryFile), all.loaded.inventory.tls) }
+    // the served certificates' keys are read only where the real files are rendered (with the
+    // secrets); the CA, public, is shown in a plan without them too
+    ...(all.loaded.inventory.tls
+      ? {
+          tls: loadTlsMaterial(all.inventoryFile, certsDirFor(all.inventoryFile), all.loaded.inventory.tls, {
+            keys: all.secrets !== undefined,
+          }),
+        }
       : {}),
     pins: digestsOf(all.pins),
     ...(opts.keepRendered === false ? { keepRendered: false } : {}),

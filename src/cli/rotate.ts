@@ -84,12 +84,13 @@ export type RotationName = keyof typeof ROTATIONS;
 export interface RotateDeps {
   /** A shell on one node of the inventory, closed by `close`. */
   readonly connect: (all: Loaded, node: string) => { shell: Shell; close: () => Promise<void> };
-  /** `systemctl ARGS` when systemd manages this machine (undefined: it does not, e.g. in a container). */
-  readonly systemctl?: ((args: readonly string[]) => Promise<void>) | undefined;
+  /** `systemctl ARGS` when systemd manages this machine (undefined: it does not, e.g. in a container); asked only by `--timer`. */
+  readonly systemctl: () => Systemctl | undefined;
 }
+type Systemctl = (args: readonly string[]) => Promise<void>;
 
 /** The deploy host's systemd, when it runs (its runtime directory exists, as sd_booted(3) checks). */
-export const hostSystemctl = (): RotateDeps['systemctl'] =>
+export const hostSystemctl = (): Systemctl | undefined =>
   existsSync('/run/systemd/system')
     ? async (args) => {
         const r = spawnSync('systemctl', args, { encoding: 'utf8' });
@@ -108,7 +109,7 @@ export const hostSystemctl = (): RotateDeps['systemctl'] =>
 /** `stackctl rotate keystone-keys|keystone-credential-keys`: one rotation of a key repository in the secrets file. */
 export function registerRotate(
   program: Command,
-  deps: RotateDeps = { connect: connectNode, systemctl: hostSystemctl() },
+  deps: RotateDeps = { connect: connectNode, systemctl: hostSystemctl },
 ): void {
   const rotate = program.command('rotate').description('rotate keys held in the secrets file (docs/tls.md)');
   for (const [name, r] of Object.entries(ROTATIONS) as [RotationName, Rotation][]) {
@@ -365,7 +366,7 @@ async function timerOne(name: RotationName, opts: RotateOpts, deps: RotateDeps):
   const dir = opts.unitDir ?? SYSTEM_UNIT_DIR;
   const unit = timerUnitName(name, cloud);
   const files = [join(dir, `${unit}.service`), join(dir, `${unit}.timer`)];
-  const systemctl = dir === SYSTEM_UNIT_DIR ? deps.systemctl : undefined;
+  const systemctl = dir === SYSTEM_UNIT_DIR ? deps.systemctl() : undefined;
   if (opts.timer === 'off') {
     if (systemctl && files.some((f) => existsSync(f))) await systemctl(['disable', '--now', `${unit}.timer`]);
     for (const f of files) rmSync(f, { force: true });

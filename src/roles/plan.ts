@@ -406,7 +406,7 @@ export function buildPlan(input: PlanInput): PlanResult {
   for (const e of Object.keys(SERVED_ENDPOINTS) as ServedEndpoint[])
     tlsContext[e] = served.includes(e) ? new SecretRef(tlsSecret(e)) : false;
   // the CA the services' clients verify the internal endpoints with (common/ca.pem.hbs); without
-  // the secrets (a printed plan) a CA not read yet renders as nothing
+  // the secrets (a printed plan) a CA that cannot be read renders as nothing
   tlsContext['ca'] = served.includes('internal') ? (input.tls?.ca ?? '') : false;
 
   // Templates render with placeholders; the real files get the values substituted afterwards.

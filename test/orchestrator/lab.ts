@@ -3,7 +3,7 @@
  * other test uses, brought up with `lab up`, images pushed to its registry,
  * removed with `lab down --purge`.
  */
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, vi } from 'vitest';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
@@ -15,7 +15,7 @@ import { journalFileFor, parseJournal, type JournalRecord } from '../../src/orch
 import { LABEL } from '../../src/orchestrator/state.js';
 import type { LocalEngine } from '../../src/remote/docker-local.js';
 import { openPool, remoteFor, type ContainerEngine, type Remote, type SshPool } from '../../src/remote/index.js';
-import { tempDir } from '../helpers/cli.js';
+import { runCli, tempDir } from '../helpers/cli.js';
 import { dockerOrFail, release, testImages } from '../images/fixture.js';
 
 export const root = join(import.meta.dirname, '..', '..');
@@ -235,6 +235,16 @@ export function deployLab(name: string, prefix: string, offset: number, options:
         return;
       }
       await lab.down();
+    },
+    /**
+     * TLS for the next deploy: `section` (a `tls:` line) appended to the inventory and the cloud's
+     * CA and certificates issued (`certs generate`); returns the CA file.
+     */
+    async tlsOn(section: string): Promise<string> {
+      appendFileSync(inventoryOf(), section);
+      const g = await runCli('certs', 'generate', '-i', inventoryOf());
+      expect(g.code, g.stderr).toBe(0);
+      return inventoryOf().replace(/\.yaml$/, '.certs/ca.pem');
     },
     /** `stackctl deploy` in process; returns the report and what it printed. */
     async deploy(opts: Partial<DeployOpts> = {}) {

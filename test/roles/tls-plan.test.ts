@@ -199,6 +199,15 @@ describe('the plan with tls: { internal: true }', () => {
     );
   });
 
+  it('shows the CA (public) in a plan without the secrets, the served keys as placeholders', async () => {
+    const inv = await inventory('tls: { internal: true }\n', true);
+    const p = planOf({ ...loadAll({ inventory: inv }), secrets: undefined });
+    const ca = readFileSync(inv.replace(/\.yaml$/, '.certs/ca.pem'), 'utf8');
+    expect(file(p, 'ctl-0', '/etc/stackctl/nova-api/ca.pem').trim()).toBe(ca.trim());
+    expect(file(p, 'ctl-0', '/etc/stackctl/haproxy/tls/internal.pem')).toContain('<secret:tls_internal_pem>');
+    expect(file(p, 'ctl-0', PEM)).toContain('<secret:tls_public_pem>');
+  });
+
   it('refuses to render without the CA (E_CERT_MISSING naming it)', async () => {
     const inv = await inventory('tls: { internal: true }\n', true);
     rmSync(inv.replace(/\.yaml$/, '.certs/ca.pem'));

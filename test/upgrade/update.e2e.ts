@@ -86,9 +86,7 @@ describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', 
       ),
     );
     // TLS on from the first deploy: the cloud's CA and certificates, HTTPS on the public VIP
-    editInventory((t) => `${t}tls: {}\n`);
-    const g = await runCli('certs', 'generate', '-i', lab.inventory);
-    expect(g.code, g.stderr).toBe(0);
+    await lab.tlsOn('tls: {}\n');
     const s = await buildTargetImages(REGISTRY_PORT);
     process.stderr.write(`zed-update images built and pushed in ${s.toFixed(1)} s\n`);
   }, 3_600_000);

@@ -9,7 +9,7 @@
  * `npm run test:e2e:tls-internal`.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { appendFileSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StatusReport } from '../../../src/status/model.js';
@@ -29,10 +29,7 @@ describe('TLS on the internal VIP too: the whole cloud on a 1ctl-1comp lab', () 
     const t0 = Date.now();
     await lab.up(CLOUD_IMAGES);
     timings.push(['lab up + push', seconds(t0)]);
-    appendFileSync(lab.inventory, 'tls: { internal: true }\n');
-    const g = await runCli('certs', 'generate', '-i', lab.inventory);
-    expect(g.code, g.stderr).toBe(0);
-    ca = lab.inventory.replace(/\.yaml$/, '.certs/ca.pem');
+    ca = await lab.tlsOn('tls: { internal: true }\n');
     const t1 = Date.now();
     const { report, text } = await lab.deploy();
     timings.push(['deploy', seconds(t1)]);

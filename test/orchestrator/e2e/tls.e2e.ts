@@ -15,7 +15,7 @@
  * `npm run test:e2e:tls`.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { appendFileSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKeyPair, issueCertificate, readCertificate } from '../../../src/certs/x509.js';
@@ -184,10 +184,7 @@ describe('HTTPS on the public VIP of a 1ctl-1comp lab', () => {
     const t0 = Date.now();
     await lab.up(IMAGES);
     timings.push(['lab up + push', seconds(t0)]);
-    appendFileSync(lab.inventory, 'tls: {}\n');
-    const g = await runCli('certs', 'generate', '-i', lab.inventory);
-    expect(g.code, g.stderr).toBe(0);
-    certs = lab.inventory.replace(/\.yaml$/, '.certs');
+    certs = dirname(await lab.tlsOn('tls: {}\n'));
     const t1 = Date.now();
     const { report, text } = await lab.deploy({ services: SERVICES });
     timings.push(['deploy', seconds(t1)]);
