@@ -117,13 +117,18 @@ export function checkOperatorTls(ctx: TlsCheckContext): Issue[] {
     if (ca && keyPem && tls.ca.key && !keyMatches(ca.pem, keyPem))
       mismatch(['tls', 'ca', 'key'], tls.ca.cert, tls.ca.key);
     if (!tls.ca.key) {
-      const missing = TLS_ENDPOINTS.filter((e) => endpointNeeded(ENDPOINTS[e], ctx.inputs) && !tls.endpoints?.[e]);
+      const missing = TLS_ENDPOINTS.filter((e) => endpointNeeded(ENDPOINTS[e], ctx.inputs) && !tls.endpoints?.[e]).map(
+        (e) => `tls.endpoints.${e}`,
+      );
+      const nodes = (ctx.inputs.nodes ?? []).map((n) => n.node);
+      if (nodes.length) missing.push(`the nodes' own certificates (${nodes.join(', ')})`);
       if (missing.length)
         fault(
           'E_CERT_NO_CA_KEY',
           ['tls', 'ca'],
-          `tls.ca has no key, and no certificate is given for ${missing.map((e) => `tls.endpoints.${e}`).join(', ')}: stackctl cannot issue one`,
-          "Add tls.ca.key (the CA's private key, mode 0600), or name a certificate and key for each of these endpoints.",
+          `tls.ca has no key, and no certificate is given for ${missing.join(', ')}: stackctl cannot issue one`,
+          "Add tls.ca.key (the CA's private key, mode 0600), or name a certificate and key for each of these endpoints " +
+            "(the nodes' own certificates are always issued by stackctl: they need the key).",
         );
     }
   }

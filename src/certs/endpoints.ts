@@ -20,6 +20,8 @@ export interface CertInputs {
   readonly frontends: Readonly<Record<string, readonly string[]>>;
   /** The registry's host (cloud.registry, else the release manifest's), without its port */
   readonly registryHost?: string;
+  /** The nodes that need a certificate of their own (certs/nodes.ts), with what it names */
+  readonly nodes?: readonly { readonly node: string; readonly sans: Sans }[];
 }
 
 /** One row of the table. */

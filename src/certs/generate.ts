@@ -7,7 +7,7 @@
  * nodes and clients trust it.
  */
 import { InputError, IoError } from '../core/errors.js';
-import { TLS_ENDPOINTS, type Tls, type TlsEndpoint } from '../inventory/schema.js';
+import { TLS_ENDPOINTS, type Tls } from '../inventory/schema.js';
 import { ENDPOINTS, commonName, endpointNeeded, generatedSans, type CertInputs } from './endpoints.js';
 import {
   CERT_MODE,
@@ -20,6 +20,7 @@ import {
   readPem,
   writePem,
 } from './files.js';
+import { nodeCertName } from './nodes.js';
 import { generateKeyPair, issueCertificate, issuedBy, keyMatches, readCertificate, type Sans } from './x509.js';
 
 /** Lifetimes and margins of what stackctl issues. */
@@ -38,8 +39,8 @@ const DAY_MS = 86_400_000;
 
 /** What happened to one certificate. */
 export interface CertOutcome {
-  /** `ca` or an endpoint. */
-  readonly name: 'ca' | TlsEndpoint;
+  /** `ca`, an endpoint, or a node's own (`node-<name>`). */
+  readonly name: string;
   readonly action: 'created' | 'kept' | 'reissued' | 'operator';
   readonly cert: string;
   /** Why it was reissued. */
@@ -55,9 +56,9 @@ export interface GenerateCertsInput {
   readonly now?: () => Date;
   /**
    * `certs renew`: also reissue generated certificates with fewer than `days` days left (when that
-   * is above the policy's margin) and those named in `force`, even when still right.
+   * is above the policy's margin) and those named in `force` (endpoints, `node-<name>`), even when still right.
    */
-  readonly renew?: { readonly days: number; readonly force: ReadonlySet<TlsEndpoint> };
+  readonly renew?: { readonly days: number; readonly force: ReadonlySet<string> };
 }
 
 /** Issue what is missing or stale; the caller holds the run lock and checked the operator's files. */
@@ -65,7 +66,8 @@ export async function generateCerts(input: GenerateCertsInput): Promise<CertOutc
   const now = (input.now ?? (() => new Date()))();
   const tls = input.tls;
   const needed = TLS_ENDPOINTS.filter((e) => endpointNeeded(ENDPOINTS[e], input.inputs));
-  const toIssue = needed.filter((e) => !tls?.endpoints?.[e]);
+  const nodes = input.inputs.nodes ?? [];
+  const toIssue = [...needed.filter((e) => !tls?.endpoints?.[e]), ...nodes.map((n) => nodeCertName(n.node))];
   const outcomes: CertOutcome[] = [];
 
   let ca: { certPem: string; keyPem: string } | undefined;
@@ -87,8 +89,28 @@ export async function generateCerts(input: GenerateCertsInput): Promise<CertOutc
       continue;
     }
     // checkOperatorTls refuses a CA without a key when an endpoint needs issuing (E_CERT_NO_CA_KEY)
-    outcomes.push(await endpoint(input, name, ca!, now));
+    const spec = ENDPOINTS[name];
+    outcomes.push(
+      await leaf(
+        input,
+        name,
+        { commonName: commonName(spec, input.inputs), sans: generatedSans(spec, input.inputs) },
+        ca!,
+        now,
+      ),
+    );
   }
+  // each node's own: always stackctl's (a server and client certificate for the TLS its services speak)
+  for (const n of nodes)
+    outcomes.push(
+      await leaf(
+        input,
+        nodeCertName(n.node),
+        { commonName: n.sans.dns[0] ?? n.node, sans: n.sans, clientAuth: true },
+        ca!,
+        now,
+      ),
+    );
   return outcomes;
 }
 
@@ -150,16 +172,16 @@ function validity(now: Date, days: number): { notBefore: Date; notAfter: Date } 
   };
 }
 
-/** Keep, issue or reissue one endpoint's certificate. */
-async function endpoint(
+/** Keep, issue or reissue one generated certificate (an endpoint's or a node's). */
+async function leaf(
   input: GenerateCertsInput,
-  name: TlsEndpoint,
+  name: string,
+  subject: { readonly commonName: string; readonly sans: Sans; readonly clientAuth?: boolean },
   ca: { certPem: string; keyPem: string },
   now: Date,
 ): Promise<CertOutcome> {
-  const spec = ENDPOINTS[name];
   const files = generatedFiles(input.dir, name);
-  const want = generatedSans(spec, input.inputs);
+  const want = subject.sans;
   const exists = bothExist(files);
   let reason: string | undefined;
   if (exists.cert || exists.key) {
@@ -172,9 +194,10 @@ async function endpoint(
   const keys = await generateKeyPair();
   const certPem = await issueCertificate(
     {
-      commonName: commonName(spec, input.inputs),
+      commonName: subject.commonName,
       sans: want,
       ca: false,
+      ...(subject.clientAuth ? { clientAuth: true } : {}),
       publicKeyPem: keys.publicKeyPem,
       ...validity(now, CERT_POLICY.leafDays),
     },

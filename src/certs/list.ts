@@ -3,16 +3,18 @@
  * the CA and each endpoint the plan needs, generated or the operator's.
  */
 import { existsSync } from 'node:fs';
-import { TLS_ENDPOINTS, type Tls, type TlsEndpoint } from '../inventory/schema.js';
+import { TLS_ENDPOINTS, type Tls } from '../inventory/schema.js';
 import { ENDPOINTS, endpointNeeded, type CertInputs } from './endpoints.js';
 import { generatedFiles, operatorPath, readPem } from './files.js';
+import { nodeCertName } from './nodes.js';
 import { readCertificate } from './x509.js';
 
 const DAY_MS = 86_400_000;
 
 /** One certificate as listed. */
 export interface CertRow {
-  readonly name: 'ca' | TlsEndpoint;
+  /** `ca`, an endpoint, or a node's own (`node-<name>`). */
+  readonly name: string;
   readonly source: 'generated' | 'operator';
   readonly file: string;
   /** false: not generated yet (or unreadable: `error` says why). */
@@ -26,7 +28,7 @@ export interface CertRow {
   readonly error?: string;
 }
 
-/** The rows: the CA, then every endpoint the plan needs, in the table's order. */
+/** The rows: the CA, then every endpoint the plan needs, in the table's order, then the nodes' own. */
 export function listCerts(input: {
   inventoryFile: string;
   dir: string;
@@ -68,5 +70,7 @@ export function listCerts(input: {
         : row(name, 'generated', generatedFiles(input.dir, name).cert),
     );
   }
+  for (const n of input.inputs.nodes ?? [])
+    rows.push(row(nodeCertName(n.node), 'generated', generatedFiles(input.dir, nodeCertName(n.node)).cert));
   return rows;
 }

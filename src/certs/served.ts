@@ -11,6 +11,7 @@ import { existsSync } from 'node:fs';
 import { Secret } from '../core/secret.js';
 import type { Tls, TlsEndpoint } from '../inventory/schema.js';
 import { generatedFiles, operatorPath, readPem } from './files.js';
+import { nodeCertName } from './nodes.js';
 
 /** The endpoints HAProxy serves over TLS, and the network each one's frontends bind on. */
 export const SERVED_ENDPOINTS = {
@@ -73,6 +74,12 @@ export interface TlsMaterial {
    * when HAProxy serves the internal endpoint over TLS; `missing.internal` says why when it cannot be.
    */
   readonly ca?: string;
+  /**
+   * Each node's own certificate (certs/nodes.ts), by node: the certificate (public) and, read
+   * with the keys only, its key; `missingNodes` says why a node's cannot be read.
+   */
+  readonly nodes?: Readonly<Record<string, { readonly cert: string; readonly key?: Secret }>>;
+  readonly missingNodes?: Readonly<Record<string, string>>;
 }
 
 /**
@@ -83,10 +90,11 @@ export function loadTlsMaterial(
   inventoryFile: string,
   certsDir: string,
   tls: Tls | undefined,
-  opts: { readonly keys?: boolean } = {},
+  opts: { readonly keys?: boolean; readonly nodes?: readonly string[] } = {},
 ): TlsMaterial {
   const pems: Partial<Record<ServedEndpoint, Secret>> = {};
   const missing: Partial<Record<ServedEndpoint, string>> = {};
+  const nodes = tls && opts.nodes?.length ? loadNodeCerts(certsDir, opts.nodes, opts.keys !== false) : {};
   for (const name of opts.keys === false ? [] : servedEndpoints(tls)) {
     const f = endpointFiles(inventoryFile, certsDir, tls, name);
     if (!existsSync(f.cert) || !existsSync(f.key)) {
@@ -99,15 +107,61 @@ export function loadTlsMaterial(
       missing[name] = (e as Error).message;
     }
   }
-  // the internal endpoint's clients need the CA too (its certificate's reason, when missing, comes first)
-  if (!servedEndpoints(tls).includes('internal') || missing.internal) return { pems, missing };
+  // the internal endpoint's clients need the CA too (its certificate's reason, when missing, comes
+  // first), and so do the nodes with a certificate of their own
+  const wantCa = (servedEndpoints(tls).includes('internal') && !missing.internal) || opts.nodes?.length;
+  if (!tls || !wantCa) return { pems, missing, ...nodes };
   const ca = caFile(inventoryFile, certsDir, tls)!;
-  if (!existsSync(ca)) return { pems, missing: { ...missing, internal: `${ca} (the CA) does not exist` } };
-  try {
-    return { pems, missing, ca: pemBlocks(readPem(ca)) };
-  } catch (e) {
-    return { pems, missing: { ...missing, internal: (e as Error).message } };
+  let caPem: string | undefined;
+  let caMissing: string | undefined;
+  if (!existsSync(ca)) caMissing = `${ca} (the CA) does not exist`;
+  else
+    try {
+      caPem = pemBlocks(readPem(ca));
+    } catch (e) {
+      caMissing = (e as Error).message;
+    }
+  return {
+    pems,
+    missing:
+      caMissing && servedEndpoints(tls).includes('internal')
+        ? { ...missing, internal: missing.internal ?? caMissing }
+        : missing,
+    ...(caPem ? { ca: caPem } : {}),
+    ...nodes,
+    ...(caMissing && opts.nodes?.length
+      ? { missingNodes: { ...nodes.missingNodes, ...Object.fromEntries(opts.nodes.map((n) => [n, caMissing])) } }
+      : {}),
+  };
+}
+
+/** Each node's own certificate from the folder of generated ones (its key too when `keys`). */
+function loadNodeCerts(
+  certsDir: string,
+  nodes: readonly string[],
+  keys: boolean,
+): Pick<TlsMaterial, 'nodes' | 'missingNodes'> {
+  const found: Record<string, { cert: string; key?: Secret }> = {};
+  const missingNodes: Record<string, string> = {};
+  for (const node of nodes) {
+    const f = generatedFiles(certsDir, nodeCertName(node));
+    try {
+      if (!existsSync(f.cert) || (keys && !existsSync(f.key)))
+        throw new Error(`${existsSync(f.cert) ? f.key : f.cert} does not exist`);
+      const cert = pemBlocks(readPem(f.cert));
+      if (!cert) throw new Error(`${f.cert} holds no PEM block`);
+      if (!keys) {
+        found[node] = { cert };
+        continue;
+      }
+      const key = pemBlocks(readPem(f.key));
+      if (!key) throw new Error(`${f.key} holds no PEM block`);
+      found[node] = { cert, key: new Secret(key) };
+    } catch (e) {
+      missingNodes[node] = (e as Error).message;
+    }
   }
+  return { nodes: found, ...(Object.keys(missingNodes).length ? { missingNodes } : {}) };
 }
 
 /** The PEM blocks of a file, each ending in a newline, nothing around them ('' when there is none). */

@@ -74,6 +74,12 @@ export interface CertRequest {
   /** The key the certificate is for. */
   readonly publicKeyPem: string;
   readonly ca: boolean;
+  /**
+   * A node's own certificate: also a TLS client (libvirt and QEMU connect with it), and with key
+   * encipherment in its key usage, which libvirt demands of every certificate it loads
+   * (virNetTLSContextCheckCertKeyUsage refuses to start without it, whatever the key type).
+   */
+  readonly clientAuth?: boolean;
 }
 
 /** The signer: the CA's certificate and key (PEM), or the certificate's own key for a self-signed CA. */
@@ -108,14 +114,22 @@ export async function issueCertificate(req: CertRequest, issuer: Issuer): Promis
   const extensions: x509.Extension[] = [
     new x509.BasicConstraintsExtension(req.ca, req.ca ? 0 : undefined, true),
     new x509.KeyUsagesExtension(
-      req.ca ? x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign : x509.KeyUsageFlags.digitalSignature,
+      req.ca
+        ? x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign
+        : x509.KeyUsageFlags.digitalSignature | (req.clientAuth ? x509.KeyUsageFlags.keyEncipherment : 0),
       true,
     ),
     await x509.SubjectKeyIdentifierExtension.create(publicKey),
   ];
   if (issuer.certPem)
     extensions.push(await x509.AuthorityKeyIdentifierExtension.create(new x509.X509Certificate(issuer.certPem)));
-  if (!req.ca) extensions.push(new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth]));
+  if (!req.ca)
+    extensions.push(
+      new x509.ExtendedKeyUsageExtension([
+        x509.ExtendedKeyUsage.serverAuth,
+        ...(req.clientAuth ? [x509.ExtendedKeyUsage.clientAuth] : []),
+      ]),
+    );
   if (req.sans) {
     const names = [
       ...req.sans.dns.map((value) => ({ type: 'dns' as const, value })),

@@ -7,7 +7,8 @@ import { certsDirFor } from '../certs/files.js';
 import { CERT_POLICY, generateCerts } from '../certs/generate.js';
 import { TLS_ENDPOINTS, type TlsEndpoint } from '../inventory/schema.js';
 import { listCerts, type CertRow } from '../certs/list.js';
-import { loadAll, registryCaPem, registryHost, type Loaded } from './context.js';
+import { nodeCertName } from '../certs/nodes.js';
+import { loadAll, nodeCertSubjects, registryCaPem, registryHost, type Loaded } from './context.js';
 import { out, printIssues, table } from './output.js';
 import { numberOption } from './numbers.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
@@ -33,11 +34,13 @@ export function certInputsOf(all: Loaded): CertInputs {
       : lbNodes.map((n) => all.allocation.addresses.get(n)?.[net]).filter((a): a is string => !!a);
     if (addresses.length) frontends[net] = addresses;
   }
+  const nodes = nodeCertSubjects(all);
   return {
     cloud: inv.cloud.name,
     ...(inv.cloud.domain ? { domain: inv.cloud.domain } : {}),
     frontends,
     registryHost: registryHost(all),
+    ...(nodes.length ? { nodes } : {}),
   };
 }
 
@@ -73,7 +76,7 @@ export function registerCerts(program: Command): void {
         RENEW_DAYS,
       ),
     )
-    .option('--cert <name...>', `reissue these even when still right (${TLS_ENDPOINTS.join(', ')})`)
+    .option('--cert <name...>', `reissue these even when still right (${TLS_ENDPOINTS.join(', ')}, node-<node>)`)
     .action((opts: RenewOpts) => withRunLock(opts.inventory, () => renew(opts)));
   inventoryOptions(certs.command('list'))
     .description('every certificate: subject, SANs, issuer, expiry, days left, generated or operator')
@@ -115,11 +118,16 @@ async function renew(opts: RenewOpts): Promise<void> {
   const all = loadAll(opts);
   printIssues(all.warnings.filter((w) => w.code !== 'W_NO_SECRETS'));
   const tls = all.loaded.inventory.tls;
-  const force = new Set<TlsEndpoint>();
+  const force = new Set<string>();
+  const nodeCerts = nodeCertSubjects(all).map((n) => nodeCertName(n.node));
   for (const name of opts.cert ?? []) {
+    if (nodeCerts.includes(name)) {
+      force.add(name);
+      continue;
+    }
     if (!(TLS_ENDPOINTS as readonly string[]).includes(name))
       throw new UsageError('E_CERT_NAME', `--cert ${name}: no such certificate`, {
-        hint: `The certificates stackctl issues: ${TLS_ENDPOINTS.join(', ')} ('certs list' shows them).`,
+        hint: `The certificates stackctl issues: ${[...TLS_ENDPOINTS, ...nodeCerts].join(', ')} ('certs list' shows them).`,
       });
     const endpoint = name as TlsEndpoint;
     if (tls?.endpoints?.[endpoint])

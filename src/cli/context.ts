@@ -15,6 +15,8 @@ import { IDENTITY_ADMIN_PASSWORD } from '../orchestrator/planner.js';
 import { Secret } from '../core/secret.js';
 import { certsDirFor, readPem } from '../certs/files.js';
 import { caFile, endpointFiles, loadTlsMaterial } from '../certs/served.js';
+import { nodeCertSans, servicesNeedingNodeCert } from '../certs/nodes.js';
+import type { Sans } from '../certs/x509.js';
 import { caFetch } from '../images/registry-https.js';
 import type { RegistryTls } from '../images/registry-tls.js';
 import { resolveDigests, unpinnedImages } from '../images/pin.js';
@@ -115,6 +117,32 @@ export function loadAll(opts: InventoryOptions): Loaded {
   };
 }
 
+/** The value of a setting for this cloud: the inventory's, else the release's, else the service's default. */
+export function settingOf(all: Pick<Loaded, 'loaded' | 'release' | 'catalog'>, name: string): unknown {
+  return (
+    all.loaded.inventory.cloud.settings?.[name] ??
+    all.release.settings?.[name] ??
+    all.catalog.settings.get(name)?.default
+  );
+}
+
+/**
+ * The nodes that need a certificate of their own (certs/nodes.ts), with the names it carries:
+ * what `certs generate` issues, and what the plan renders for them.
+ */
+export function nodeCertSubjects(
+  all: Pick<Loaded, 'loaded' | 'release' | 'catalog' | 'allocation'>,
+): { node: string; sans: Sans }[] {
+  const inv = all.loaded.inventory;
+  const domain = inv.cloud.domain ?? `${inv.cloud.name}.local`;
+  return inv.nodes
+    .filter((n) => {
+      const services = (all.catalog.roles.get(n.role)?.services ?? []).map((s) => all.catalog.services.get(s)!);
+      return servicesNeedingNodeCert(services, (name) => settingOf(all, name)).length > 0;
+    })
+    .map((n) => ({ node: n.name, sans: nodeCertSans(n.name, domain, all.allocation.addresses.get(n.name) ?? {}) }));
+}
+
 /**
  * The plan of everything loaded (pure: builds nothing on disk). `keepRendered: false` leaves out
  * the rendered files (PlanInput.keepRendered), for commands that only show the plan.
@@ -133,6 +161,7 @@ export function planOf(all: Loaded, opts: { readonly keepRendered?: boolean } = 
       ? {
           tls: loadTlsMaterial(all.inventoryFile, certsDirFor(all.inventoryFile), all.loaded.inventory.tls, {
             keys: all.secrets !== undefined,
+            nodes: nodeCertSubjects(all).map((n) => n.node),
           }),
         }
       : {}),

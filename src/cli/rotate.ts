@@ -19,7 +19,7 @@ import { openPool, remoteFor, type Shell } from '../remote/index.js';
 import { credentialKeyDigest, credentialRowsByDigest, migrateCredentials } from './rotate-credentials.js';
 import { EffectKind, journalFileFor, parseJournal } from '../orchestrator/journal.js';
 import { secretSpecs } from '../roles/catalog.js';
-import { loadAll, planOf, type Loaded } from './context.js';
+import { loadAll, planOf, settingOf, type Loaded } from './context.js';
 import { out, printIssues } from './output.js';
 import { inventoryOptions, type CommonOpts } from './options.js';
 import { withRunLock } from './run-lock.js';
@@ -165,15 +165,6 @@ export function undeployedNodes(all: Loaded, file: string): string[] {
     if (now !== undefined && then !== undefined && then !== now) out.push(n.name);
   }
   return out;
-}
-
-/** The value of a setting for this cloud: the inventory's, else the release's, else the service's default. */
-function settingOf(all: Loaded, name: string): unknown {
-  return (
-    all.loaded.inventory.cloud.settings?.[name] ??
-    all.release.settings?.[name] ??
-    all.catalog.settings.get(name)?.default
-  );
 }
 
 /** The SSH shell of one inventory node, by its provisioning address (as `status` reaches it). */

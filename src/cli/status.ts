@@ -10,6 +10,7 @@ import { splitAddress } from '../images/registry.js';
 import {
   internalAdminEnv,
   loadAll,
+  nodeCertSubjects,
   planOf,
   registryAccess,
   registryCaPem,
@@ -17,7 +18,8 @@ import {
   type Loaded,
 } from './context.js';
 import { EXPIRY_THRESHOLD_DAYS, type ReadCertificate } from '../certs/expiry.js';
-import { certsDirFor, readPem } from '../certs/files.js';
+import { certsDirFor, generatedFiles, readPem } from '../certs/files.js';
+import { nodeCertName } from '../certs/nodes.js';
 import { readServedCertificate } from '../certs/probe.js';
 import { caFile } from '../certs/served.js';
 import { readCertificate } from '../certs/x509.js';
@@ -44,7 +46,14 @@ export interface StatusOpts extends CommonOpts {
  */
 export function certificateReader(all: Loaded, plan: Plan): (() => Promise<ReadCertificate[]>) | undefined {
   const registryTls = registryCaPem(all) !== undefined;
-  if (!plan.tls?.length && !registryTls) return undefined;
+  // the nodes' own certificates, as the deploy last copied them from the folder of generated ones
+  const nodeFiles = all.loaded.inventory.tls
+    ? nodeCertSubjects(all).map((n) => ({
+        name: nodeCertName(n.node),
+        file: generatedFiles(certsDirFor(all.inventoryFile), nodeCertName(n.node)).cert,
+      }))
+    : [];
+  if (!plan.tls?.length && !registryTls && !nodeFiles.length) return undefined;
   const ca = caFile(all.inventoryFile, certsDirFor(all.inventoryFile), all.loaded.inventory.tls);
   const targets: { name: string; host: string; port: number }[] = [];
   for (const name of plan.tls ?? []) {
@@ -59,12 +68,18 @@ export function certificateReader(all: Loaded, plan: Plan): (() => Promise<ReadC
   }
   return async () => {
     const read: ReadCertificate[] = [];
-    if (ca) {
+    for (const f of [...(ca ? [{ name: 'ca', file: ca }] : []), ...nodeFiles]) {
       try {
-        const info = readCertificate(readPem(ca));
-        read.push({ name: 'ca', where: ca, subject: info.subject, notBefore: info.notBefore, notAfter: info.notAfter });
+        const info = readCertificate(readPem(f.file));
+        read.push({
+          name: f.name,
+          where: f.file,
+          subject: info.subject,
+          notBefore: info.notBefore,
+          notAfter: info.notAfter,
+        });
       } catch (e) {
-        read.push({ name: 'ca', where: ca, error: (e as Error).message });
+        read.push({ name: f.name, where: f.file, error: (e as Error).message });
       }
     }
     read.push(...(await Promise.all(targets.map((t) => readServedCertificate(t.name, t.host, t.port)))));

@@ -3,6 +3,7 @@ import { InputError } from '../core/errors.js';
 import type { Secret } from '../core/secret.js';
 import type { Inventory } from '../inventory/schema.js';
 import { HAPROXY_CRT_DIR, SERVED_ENDPOINTS, servedEndpoints, type ServedEndpoint } from '../certs/served.js';
+import { servicesNeedingNodeCert } from '../certs/nodes.js';
 import type { Catalog } from './catalog.js';
 import { networkExpectation } from './network-agents.js';
 import { describeSetting, SECRET_REF, settingProblem, type SettingValue } from '../inventory/settings.js';
@@ -53,6 +54,10 @@ export interface PlanInput {
     readonly missing?: Partial<Record<ServedEndpoint, string>>;
     /** The CA (PEM, public) the services verify the internal endpoints with, when those are served over TLS. */
     readonly ca?: string;
+    /** Each node's own certificate (certs/nodes.ts): the certificate, and its key with the secrets. */
+    readonly nodes?: Readonly<Record<string, { readonly cert: string; readonly key?: Secret }>>;
+    /** Why a node's own certificate cannot be read. */
+    readonly missingNodes?: Readonly<Record<string, string>>;
   };
   /**
    * The CA (PEM, public) every node's dockerd trusts the registry with, when stackctl's registry
@@ -214,6 +219,8 @@ export interface PlanResult {
 }
 
 const key = (service: string): string => service.replace(/-/g, '_');
+/** The placeholder of a node's own certificate key: each node's files get its own. */
+const NODE_KEY = 'tls_node_key';
 
 /**
  * Order services by step, and within a step after the services they require (directly or
@@ -323,6 +330,7 @@ export function buildPlan(input: PlanInput): PlanResult {
     const conditions = [
       ...svc.containers.map((c) => ({ what: `container ${c.name}`, when: c.when })),
       { what: 'host preparation', when: svc.host?.when },
+      { what: 'node certificate', when: svc.node_certificate?.when },
       ...(svc.host?.modules ?? []).map((m) => ({
         what: 'host preparation',
         when: typeof m === 'string' ? undefined : m.when,
@@ -400,6 +408,32 @@ export function buildPlan(input: PlanInput): PlanResult {
           `the ${e} endpoint is served over TLS (inventory tls) but its certificate cannot be read: ${input.tls?.missing?.[e] ?? 'not loaded'}`,
           {
             hint: "Run 'stackctl certs generate -i INVENTORY' (or name the operator's files under tls.endpoints), then plan again.",
+          },
+        );
+  // Nodes whose services speak TLS themselves get a certificate of their own (service node_certificate).
+  const certNodes = new Map<string, string[]>();
+  for (const node of inv.nodes) {
+    const svcs = servicesNeedingNodeCert(nodeServices.get(node.name)!, (k) => settings[k]);
+    if (svcs.length) certNodes.set(node.name, svcs);
+  }
+  if (certNodes.size && !inv.tls) {
+    const [node, svcs] = certNodes.entries().next().value!;
+    throw new InputError(
+      'E_TLS_REQUIRED',
+      `${svcs.join(', ')} on ${node} speaks TLS with a certificate of the node's own (service node_certificate), but the inventory has no tls: section for the cloud's CA`,
+      {
+        hint: "Add 'tls: {}' to the inventory (docs/tls.md), run 'stackctl certs generate -i INVENTORY', then plan again.",
+      },
+    );
+  }
+  if (input.secrets)
+    for (const node of certNodes.keys())
+      if (!input.tls?.nodes?.[node]?.key || !input.tls.ca)
+        throw new InputError(
+          'E_CERT_MISSING',
+          `node ${node} needs a certificate of its own (${certNodes.get(node)!.join(', ')}) but it cannot be read: ${input.tls?.missingNodes?.[node] ?? 'not loaded'}`,
+          {
+            hint: "Run 'stackctl certs generate -i INVENTORY' (it issues each node's own certificate from the cloud's CA), then plan again.",
           },
         );
   const tlsContext: Record<string, SecretRef | string | false> = {};
@@ -546,6 +580,13 @@ export function buildPlan(input: PlanInput): PlanResult {
     }));
     const ctx = {
       ...sharedContext,
+      // the node's own certificate (what templates write as tls.node.cert, tls.node.key, tls.node.ca), or false
+      tls: {
+        ...tlsContext,
+        node: certNodes.has(node.name)
+          ? { cert: input.tls?.nodes?.[node.name]?.cert ?? '', key: new SecretRef(NODE_KEY), ca: input.tls?.ca ?? '' }
+          : false,
+      },
       node: {
         name: node.name,
         role: node.role,
@@ -555,6 +596,8 @@ export function buildPlan(input: PlanInput): PlanResult {
         uuid: uuidFromName(`stackctl-node:${inv.cloud.name}/${node.name}`),
       },
     };
+    const nodeSecret = (name: string): string | undefined =>
+      name === NODE_KEY ? input.tls?.nodes?.[node.name]?.key?.reveal() : secretValue(name);
     for (const svc of svcs) {
       const svcConfigs: {
         dest: string;
@@ -570,7 +613,7 @@ export function buildPlan(input: PlanInput): PlanResult {
         // the printable hash is of the placeholders (which say how each secret is escaped), not of values
         const printableHash = sha256(tagged);
         const text = input.secrets
-          ? revealSecrets(tagged, secretValue, `roles/templates/${cfg.template}`)
+          ? revealSecrets(tagged, nodeSecret, `roles/templates/${cfg.template}`)
           : printableText(tagged);
         const hashes: [string, string] = [printableHash, text === tagged ? printableHash : sha256(text)];
         if (keepRendered) files.set(cfg.dest, text);

@@ -590,6 +590,19 @@ export const ServiceSchema = Type.Object(
     tasks: Type.Optional(Type.Array(TaskSchema, { default: [], description: 'run-once tasks on the bootstrap node' })),
     haproxy: Type.Optional(Type.Array(FrontendSchema, { default: [] })),
     host: Type.Optional(HostSchema),
+    node_certificate: Type.Optional(
+      Type.Object(
+        {
+          when: Type.Optional(When('need it only when the setting has one of these values')),
+        },
+        {
+          ...strict,
+          description:
+            "the service speaks TLS itself on each of its nodes (server and client): each node gets a certificate of its own from the cloud's CA " +
+            '(its names and addresses; `certs generate`), which templates see as tls.node.cert and tls.node.key',
+        },
+      ),
+    ),
     provides: Type.Optional(ProvidesSchema),
     cluster_check: Type.Optional(ClusterCheckSchema),
     agent: Type.Optional(AgentSchema),

@@ -313,7 +313,8 @@ describe('the plan', () => {
     }
     // (libvirtd itself is started with --listen: the config decides what it listens on)
     const libvirt = catalog.services.get('nova-compute')!.containers.find((c) => c.name === 'nova_libvirt')!;
-    expect(libvirt.command).toEqual(['libvirtd', '--listen']);
+    expect(libvirt.command).toEqual(['sh', '/etc/stackctl/libvirt/start-libvirtd.sh']);
+    expect(conf(on, 'cmp-0', 'libvirt/start-libvirtd.sh').trimEnd().split('\n').at(-1)).toBe('exec libvirtd --listen');
     // another network by name: the computes' tenant addresses
     const tenant = planFor(
       text.replace(

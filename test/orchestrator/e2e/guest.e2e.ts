@@ -46,6 +46,12 @@ const lab = deployLab('guest', '10.77', 900, {
 const GUEST_DIR = join(tmpdir(), 'stackctl-test-guest');
 /** busybox (ping) on this machine: the lab node image carries it, run on the host network. */
 const NODE_IMAGE = labImageRef(release, 'node');
+/**
+ * How the computes' libvirtd reach each other (nova_live_migration_transport): `tcp`, as `lab up`
+ * writes it, or `tls` (STACKCTL_GUEST_MIGRATION=tls): each compute's own certificate from the
+ * cloud's CA, libvirtd's TLS listener, QEMU's native TLS (the public endpoints stay plain HTTP).
+ */
+const MIGRATION = process.env['STACKCTL_GUEST_MIGRATION'] ?? 'tcp';
 const SSH = '/usr/bin/ssh';
 
 const figures: [string, string][] = [];
@@ -233,6 +239,17 @@ describe('real guests: libvirt with QEMU TCG on a 1ctl-2comp lab', () => {
     );
     expect(guest.inputs.kernel.package).toBe(GUEST_KERNEL_PACKAGE);
     await lab.up(CLOUD_IMAGES);
+    expect(['tcp', 'tls']).toContain(MIGRATION);
+    if (MIGRATION === 'tls') {
+      const text = readFileSync(lab.inventory, 'utf8');
+      expect(text).toContain('nova_live_migration_transport: tcp\n');
+      writeFileSync(
+        lab.inventory,
+        text.replace('nova_live_migration_transport: tcp\n', 'nova_live_migration_transport: tls\n'),
+      );
+      await lab.tlsOn('tls: { public: false }\n');
+    }
+    figure('live migration transport', MIGRATION);
   }, 1_800_000);
   afterAll(async (suite) => {
     process.stderr.write(`\nFIGURES\n${figures.map(([k, v]) => `  ${k}: ${v}`).join('\n')}\n`);
@@ -378,6 +395,11 @@ describe('real guests: libvirt with QEMU TCG on a 1ctl-2comp lab', () => {
     const shown = osJson<Record<string, string>>(`server show ${id}`);
     expect(shown['OS-EXT-SRV-ATTR:host']).toBe('cmp-1');
     expect(shown['status']).toBe('ACTIVE');
+    // what carried it: libvirtd's only network listener on each compute is the transport's port
+    for (const node of ['cmp-0', 'cmp-1']) {
+      const listening = await onCompute("ss -Hltn '( sport = :16509 or sport = :16514 )' | awk '{print $4}'", node);
+      expect(listening.trim().replace(/^.*:/, ''), node).toBe(MIGRATION === 'tls' ? '16514' : '16509');
+    }
     const migrations = osJson<{ Status: string; 'Source Node': string; 'Dest Node': string; Type?: string }[]>(
       `--os-compute-api-version 2.30 server migration list --server ${id}`,
     );
