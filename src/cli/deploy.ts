@@ -37,6 +37,8 @@ export interface DeployOpts extends CommonOpts, DeployNodesOpts {
   json?: boolean;
   /** Folder of the built guest image (`build: guest` starter images; default .stackctl/guest). */
   guestImage?: string;
+  /** Recreate containers whose workloads (guests) still run. */
+  allowWorkloadStop?: boolean;
 }
 
 /** What deploy takes when an option is not given. */
@@ -194,7 +196,7 @@ export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps
             inventoryFile: o.inventory,
           }),
         },
-        { concurrency, failureBudgetPercent: budget },
+        { concurrency, failureBudgetPercent: budget, ...(o.allowWorkloadStop ? { allowWorkloadStop: true } : {}) },
       );
     } finally {
       process.off('SIGINT', onSigint);
@@ -300,6 +302,10 @@ export function registerDeploy(program: Command): void {
         { min: 10, max: RANGE.seconds.max },
         DEPLOY_CLI_DEFAULTS.taskTimeoutS,
       ),
+    )
+    .option(
+      '--allow-workload-stop',
+      "recreate a container that runs users' workloads (nova_libvirt: the node's guests) although some still run: they stop with it",
     )
     .option('--json', 'JSON-lines events and report on stdout')
     // a dry run changes nothing: it runs beside a deploy in progress

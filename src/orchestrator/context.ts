@@ -90,6 +90,8 @@ export interface EngineContext extends EngineBase {
   readonly backups?: Map<string, string>;
   /** A deploy's checks beyond Docker's health (the Galera cluster's); none in an upgrade. */
   readonly guard?: DeployGuard;
+  /** Recreate a container whose `workloads` still run (--allow-workload-stop): they stop with it. */
+  readonly allowWorkloadStop?: boolean;
 }
 
 /** Container work of a service on every node of a deploy plan (on one node when given). */

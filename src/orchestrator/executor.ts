@@ -92,6 +92,8 @@ export interface ExecutorDeps {
 export interface ExecutorOptions {
   readonly concurrency?: number;
   readonly failureBudgetPercent?: number;
+  /** Recreate containers whose workloads still run (EngineContext.allowWorkloadStop). */
+  readonly allowWorkloadStop?: boolean;
 }
 
 /** What a deploy did. */
@@ -227,7 +229,12 @@ export async function predict(
 }
 
 /** The deploy as an engine context: the plan converged to is the plan the cloud runs. */
-function contextOf(plan: DeployPlan, deps: ExecutorDeps, journalRun: string): EngineContext {
+function contextOf(
+  plan: DeployPlan,
+  deps: ExecutorDeps,
+  journalRun: string,
+  opts: Pick<ExecutorOptions, 'allowWorkloadStop'> = {},
+): EngineContext {
   const now = deps.now ?? Date.now;
   const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
   const works = new Map(
@@ -259,6 +266,7 @@ function contextOf(plan: DeployPlan, deps: ExecutorDeps, journalRun: string): En
     run: journalRun,
     backups: new Map(),
     ...(deps.guard ? { guard: deps.guard } : {}),
+    ...(opts.allowWorkloadStop ? { allowWorkloadStop: true } : {}),
   };
 }
 
@@ -337,7 +345,7 @@ export async function executeDeploy(
             detail: obs.unwell?.get(`${n.node}/${c.name}`) ?? '',
             ms: 0,
           });
-  const ctx = contextOf(plan, deps, journal.run);
+  const ctx = contextOf(plan, deps, journal.run, opts);
   const report = await runPhases(converge.phases, ctx, {
     handlers: { ...NODE_HANDLERS, 'cluster-check': deps.clusterCheck },
     subjects: NODE_SUBJECTS,

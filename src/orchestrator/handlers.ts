@@ -250,6 +250,42 @@ async function gateStarted(
   }
 }
 
+/** How long listing a container's workloads may take. */
+const WORKLOAD_LIST_TIMEOUT_MS = 30_000;
+
+/**
+ * Before a container that runs users' workloads is recreated (stopping them): refuse while its
+ * list names any, or cannot be read. A container that is not running holds none.
+ */
+async function refuseToStopWorkloads(
+  access: NodeAccess,
+  w: ContainerWork,
+  workloads: NonNullable<ContainerWork['definition']['workloads']>,
+  why: string,
+): Promise<void> {
+  if (!(await access.docker.inspectContainer(w.name))?.state.running) return;
+  const hint =
+    `Move them away first: stackctl nodes maintenance on --node ${w.node}, run again, then ` +
+    `stackctl nodes maintenance off --node ${w.node}. Or, to stop them with it, deploy with --allow-workload-stop.`;
+  const r = await access.docker.exec(w.name, workloads.list, { timeoutMs: WORKLOAD_LIST_TIMEOUT_MS });
+  if (r.code !== 0)
+    throw new StackctlError(
+      'E_WORKLOADS_RUNNING',
+      `${w.node}: ${w.name} would be recreated, and its ${workloads.what} could not be listed (${workloads.list.join(' ')}: exit ${r.code}, ${(r.stderr || r.stdout).trim().slice(0, 300)})`,
+      { hint },
+    );
+  const running = r.stdout
+    .split('\n')
+    .map((l) => l.trim())
+    .filter(Boolean);
+  if (running.length)
+    throw new StackctlError(
+      'E_WORKLOADS_RUNNING',
+      `${w.node}: ${w.name} would be recreated (${why || 'changed'}), which stops the ${running.length} ${workloads.what} it runs: ${running.join(', ')}`,
+      { hint },
+    );
+}
+
 /** One container of a node: create, recreate or start it and wait for its health; 1 if changed. */
 async function ensureContainer(
   ctx: EngineContext,
@@ -283,6 +319,13 @@ async function ensureContainer(
     });
   }
   const t = ctx.now();
+  if (c.action === ContainerAction.RECREATE && w.definition.workloads && !ctx.allowWorkloadStop) {
+    try {
+      await refuseToStopWorkloads(access, w, w.definition.workloads, c.changed.join(', '));
+    } catch (err) {
+      throw new ActionFailed(err, FailureClass.HARD, { path: path('workloads') });
+    }
+  }
   if (c.action !== ContainerAction.START) await ensureImage(access, w.image, run);
   if (c.action === ContainerAction.RECREATE) {
     try {

@@ -112,6 +112,23 @@ export const ContainerSchema = Type.Object(
         default: 'unless-stopped',
       }),
     ),
+    workloads: Type.Optional(
+      Type.Object(
+        {
+          what: Type.String({ pattern: '^[a-z][a-z ]*$', description: "what they are, in words ('guests')" }),
+          list: Type.Array(Type.String({ minLength: 1 }), {
+            minItems: 1,
+            description: 'a command run in the container that prints one running workload per line',
+          }),
+        },
+        {
+          ...strict,
+          description:
+            "the container runs users' workloads (QEMU's guests): a deploy or upgrade does not recreate it while " +
+            'the list is not empty (E_WORKLOADS_RUNNING), unless told to (--allow-workload-stop)',
+        },
+      ),
+    ),
   },
   strict,
 );

@@ -377,6 +377,34 @@ describe('real guests: libvirt with QEMU TCG on a 1ctl-2comp lab', () => {
     server.boot = a.boot;
   }, 900_000);
 
+  it("a deploy that would recreate cmp-0's nova_libvirt under the running guest is refused: the guest runs on, same boot", async () => {
+    expect(server.fip, 'the floating IP of the previous test').not.toBe('');
+    const name = osJson<Record<string, string>>(`server show ${server.id}`)['OS-EXT-SRV-ATTR:instance_name']!;
+    // a change only nova_libvirt reads (its QEMU wrapper's translation cache size): both computes' would be recreated
+    const text = readFileSync(lab.inventory, 'utf8');
+    writeFileSync(
+      lab.inventory,
+      text.replace('    nova_virt_type: qemu\n', '    nova_virt_type: qemu\n    nova_tcg_tb_cache_mib: 65\n'),
+    );
+    try {
+      const { report, text: out } = await lab.deploy({ services: 'nova-compute', maxFailPercent: 50 });
+      expect(report?.ok, out).toBe(false);
+      expect(report!.failures.map((f) => [f.node, f.code])).toEqual([['cmp-0', 'E_WORKLOADS_RUNNING']]);
+      expect(report!.failures[0]!.message).toMatch(
+        new RegExp(`nova_libvirt would be recreated .*which stops the 1 guests it runs: ${name}$`),
+      );
+      expect(out).toMatch(/step 4 cmp-1: container nova_libvirt recreated/);
+    } finally {
+      writeFileSync(lab.inventory, text);
+    }
+    expect((await guestState(server.fip)).boot).toBe(server.boot);
+    expect(ssh(server.fip, 'cat /proc/sys/kernel/random/boot_id')).toBe(server.boot);
+    // back as planned: cmp-1's recreated again, cmp-0's (never touched) unchanged
+    const back = await lab.deploy({ services: 'nova-compute' });
+    expect(back.report?.ok, back.text).toBe(true);
+    expect((await guestState(server.fip)).boot).toBe(server.boot);
+  }, 900_000);
+
   it('openstack server migrate --live-migration: the guest moves to cmp-1 with its disk, same boot, counter continuous, reachable throughout but for a short gap', async () => {
     expect(server.fip, 'the floating IP of the previous test').not.toBe('');
     const { id, fip } = server;
