@@ -130,7 +130,7 @@ export function loadTlsMaterial(
     ...(caPem ? { ca: caPem } : {}),
     ...nodes,
     ...(caMissing && opts.nodes?.length
-      ? { missingNodes: { ...nodes.missingNodes, ...Object.fromEntries(opts.nodes.map((n) => [n, caMissing])) } }
+      ? { missingNodes: { ...Object.fromEntries(opts.nodes.map((n) => [n, caMissing])), ...nodes.missingNodes } }
       : {}),
   };
 }

@@ -135,11 +135,17 @@ export function nodeCertSubjects(
 ): { node: string; sans: Sans }[] {
   const inv = all.loaded.inventory;
   const domain = inv.cloud.domain ?? `${inv.cloud.name}.local`;
+  const byRole = new Map<string, boolean>();
+  const needs = (role: string): boolean => {
+    let v = byRole.get(role);
+    if (v === undefined) {
+      const services = (all.catalog.roles.get(role)?.services ?? []).map((s) => all.catalog.services.get(s)!);
+      byRole.set(role, (v = servicesNeedingNodeCert(services, (name) => settingOf(all, name)).length > 0));
+    }
+    return v;
+  };
   return inv.nodes
-    .filter((n) => {
-      const services = (all.catalog.roles.get(n.role)?.services ?? []).map((s) => all.catalog.services.get(s)!);
-      return servicesNeedingNodeCert(services, (name) => settingOf(all, name)).length > 0;
-    })
+    .filter((n) => needs(n.role))
     .map((n) => ({ node: n.name, sans: nodeCertSans(n.name, domain, all.allocation.addresses.get(n.name) ?? {}) }));
 }
 

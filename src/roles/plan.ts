@@ -412,8 +412,14 @@ export function buildPlan(input: PlanInput): PlanResult {
         );
   // Nodes whose services speak TLS themselves get a certificate of their own (service node_certificate).
   const certNodes = new Map<string, string[]>();
+  const certServicesOfRole = new Map<string, string[]>();
   for (const node of inv.nodes) {
-    const svcs = servicesNeedingNodeCert(nodeServices.get(node.name)!, (k) => settings[k]);
+    let svcs = certServicesOfRole.get(node.role);
+    if (!svcs)
+      certServicesOfRole.set(
+        node.role,
+        (svcs = servicesNeedingNodeCert(nodeServices.get(node.name)!, (k) => settings[k])),
+      );
     if (svcs.length) certNodes.set(node.name, svcs);
   }
   if (certNodes.size && !inv.tls) {
