@@ -44,6 +44,11 @@ export interface Observation {
    * it gates their health, and fails with their log when they do not recover.
    */
   readonly unwell?: ReadonlyMap<string, string>;
+  /**
+   * `node/container` -> what recreating a container that runs users' workloads would stop (its
+   * guests, or that they could not be listed): the run refuses it (E_WORKLOADS_RUNNING).
+   */
+  readonly workloads?: ReadonlyMap<string, string>;
 }
 
 /** The identity of a run-once work. */
@@ -389,10 +394,13 @@ export function predictions(plan: DeployPlan, obs: Observation): Prediction[] {
             name: c.name,
             action: d.action === ContainerAction.UNCHANGED && reread.length ? 'reload' : d.action,
             detail:
-              d.changed.join(', ') ||
-              (d.action === ContainerAction.UNCHANGED ? reread.join(', ') : '') ||
-              obs.unwell?.get(`${nw.node}/${c.name}`) ||
-              '',
+              (d.changed.join(', ') ||
+                (d.action === ContainerAction.UNCHANGED ? reread.join(', ') : '') ||
+                obs.unwell?.get(`${nw.node}/${c.name}`) ||
+                '') +
+              (obs.workloads?.has(`${nw.node}/${c.name}`)
+                ? `; refused, ${obs.workloads.get(`${nw.node}/${c.name}`)}`
+                : ''),
           });
       }
     }

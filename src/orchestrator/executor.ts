@@ -39,6 +39,7 @@ import { NODE_SUBJECTS } from './format.js';
 import { NODE_HANDLERS, markerOf, oneOffRunner, workHash } from './handlers.js';
 import { RunMode, type Effect, type JournalSink } from './journal.js';
 import { runHealthcheck } from './health.js';
+import { listWorkloads, workloadsStopped } from './workloads.js';
 import type { NodeAction } from './model.js';
 import {
   ContainerAction,
@@ -139,6 +140,7 @@ async function observeNode(
   images: [string, boolean][];
   done: string[];
   unwell: [string, string][];
+  workloads: [string, string][];
 }> {
   const works: ContainerWork[] = [];
   const configs = [];
@@ -152,10 +154,15 @@ async function observeNode(
       }
   const containers: ContainerDiff[] = [];
   const unwell: [string, string][] = [];
+  const workloads: [string, string][] = [];
   for (const w of works) {
     const info = await access.docker.inspectContainer(w.name);
     const d = diffContainer(w, info);
     containers.push(d);
+    if (d.action === ContainerAction.RECREATE && w.definition.workloads) {
+      const stopped = workloadsStopped(w, await listWorkloads(access.docker, w));
+      if (stopped) workloads.push([w.name, stopped]);
+    }
     if (d.action === ContainerAction.UNCHANGED && info) {
       if (info.state.status === 'restarting') unwell.push([w.name, `restarting (${info.restartCount} restart(s))`]);
       else if (info.state.health === 'unhealthy') unwell.push([w.name, 'health check failing']);
@@ -181,7 +188,14 @@ async function observeNode(
   for (const st of plan.steps)
     for (const w of st.runOnce)
       if (w.node === node && (await markerOf(access, w)) === workHash(w, secret)) done.push(runOnceKey(w));
-  return { containers, configs: configs.map((c) => diffConfig(c, sums.get(c.dest))), images, done, unwell };
+  return {
+    containers,
+    configs: configs.map((c) => diffConfig(c, sums.get(c.dest))),
+    images,
+    done,
+    unwell,
+    workloads,
+  };
 }
 
 /** Look at every node of the plan (at most `concurrency` at once); a node that cannot be read is noted. */
@@ -202,6 +216,7 @@ export async function observe(
   const done = new Set<string>();
   const unreachable = new Map<string, unknown>();
   const unwell = new Map<string, string>();
+  const workloads = new Map<string, string>();
   const secret = deps.secret ?? (() => undefined);
   await mapLimit(nodes, concurrency, async (node) => {
     try {
@@ -211,11 +226,12 @@ export async function observe(
       for (const [i, present] of o.images) images.set(`${node}/${i}`, present);
       for (const k of o.done) done.add(k);
       for (const [c, why] of o.unwell) unwell.set(`${node}/${c}`, why);
+      for (const [c, what] of o.workloads) workloads.set(`${node}/${c}`, what);
     } catch (err) {
       unreachable.set(node, err);
     }
   });
-  return { containers, configs, images, done, unreachable, unwell };
+  return { containers, configs, images, done, unreachable, unwell, workloads };
 }
 
 /** What a deploy would do, from real state; no side effects. */

@@ -29,6 +29,7 @@ import { logTail as containerLogTail, runHealthcheck, waitHealthy as waitContain
 import { hostSummary, prepareHost } from './host.js';
 import { identityHash, runIdentityWork } from './identity.js';
 import { EffectKind, type Effect } from './journal.js';
+import { listWorkloads, workloadsStopped } from './workloads.js';
 import { serviceCaFile } from '../certs/served.js';
 import type { BackupCommand, NodeAction } from './model.js';
 import type { ContainerWork, RunOnceWork } from './planner.js';
@@ -250,39 +251,21 @@ async function gateStarted(
   }
 }
 
-/** How long listing a container's workloads may take. */
-const WORKLOAD_LIST_TIMEOUT_MS = 30_000;
-
 /**
  * Before a container that runs users' workloads is recreated (stopping them): refuse while its
- * list names any, or cannot be read. A container that is not running holds none.
+ * list names any, or cannot be read.
  */
-async function refuseToStopWorkloads(
-  access: NodeAccess,
-  w: ContainerWork,
-  workloads: NonNullable<ContainerWork['definition']['workloads']>,
-  why: string,
-): Promise<void> {
-  if (!(await access.docker.inspectContainer(w.name))?.state.running) return;
-  const hint =
-    `Move them away first: stackctl nodes maintenance on --node ${w.node}, run again, then ` +
-    `stackctl nodes maintenance off --node ${w.node}. Or, to stop them with it, deploy with --allow-workload-stop.`;
-  const r = await access.docker.exec(w.name, workloads.list, { timeoutMs: WORKLOAD_LIST_TIMEOUT_MS });
-  if (r.code !== 0)
+async function refuseToStopWorkloads(access: NodeAccess, w: ContainerWork, why: string): Promise<void> {
+  const stopped = workloadsStopped(w, await listWorkloads(access.docker, w));
+  if (stopped)
     throw new StackctlError(
       'E_WORKLOADS_RUNNING',
-      `${w.node}: ${w.name} would be recreated, and its ${workloads.what} could not be listed (${workloads.list.join(' ')}: exit ${r.code}, ${(r.stderr || r.stdout).trim().slice(0, 300)})`,
-      { hint },
-    );
-  const running = r.stdout
-    .split('\n')
-    .map((l) => l.trim())
-    .filter(Boolean);
-  if (running.length)
-    throw new StackctlError(
-      'E_WORKLOADS_RUNNING',
-      `${w.node}: ${w.name} would be recreated (${why || 'changed'}), which stops the ${running.length} ${workloads.what} it runs: ${running.join(', ')}`,
-      { hint },
+      `${w.node}: ${w.name} would be recreated (${why || 'changed'}), ${stopped}`,
+      {
+        hint:
+          `Move them away first: stackctl nodes maintenance on --node ${w.node}, run again, then ` +
+          `stackctl nodes maintenance off --node ${w.node}. Or, to stop them with it, deploy with --allow-workload-stop.`,
+      },
     );
 }
 
@@ -321,7 +304,7 @@ async function ensureContainer(
   const t = ctx.now();
   if (c.action === ContainerAction.RECREATE && w.definition.workloads && !ctx.allowWorkloadStop) {
     try {
-      await refuseToStopWorkloads(access, w, w.definition.workloads, c.changed.join(', '));
+      await refuseToStopWorkloads(access, w, c.changed.join(', '));
     } catch (err) {
       throw new ActionFailed(err, FailureClass.HARD, { path: path('workloads') });
     }

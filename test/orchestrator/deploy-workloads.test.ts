@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { NodeAccess } from '../../src/orchestrator/context.js';
-import { executeDeploy } from '../../src/orchestrator/executor.js';
+import { executeDeploy, predict } from '../../src/orchestrator/executor.js';
 import type { DeployPlan } from '../../src/orchestrator/planner.js';
 import type { ContainerEngine } from '../../src/remote/index.js';
 import type { ContainerExecResult } from '../../src/remote/docker.js';
@@ -79,20 +79,29 @@ describe("a container that runs users' workloads (nova_libvirt's guests)", () =>
     ]);
     const f = r.failures[0]!;
     expect(f.message).toBe(
-      'cmp-0: nova_libvirt would be recreated (inputs label missing), which stops the 2 guests it runs: instance-00000001, instance-00000002',
+      'cmp-0: nova_libvirt would be recreated (inputs label missing), stopping the 2 guests it runs: instance-00000001, instance-00000002',
     );
     expect(f.hint).toContain('stackctl nodes maintenance on --node cmp-0');
     expect(f.hint).toContain('--allow-workload-stop');
     expect(c.log).toEqual([]);
-    expect(c.lists).toEqual(['cmp-0 nova_libvirt']);
+    // asked when the run observed the node, and again right before the recreate
+    expect(c.lists).toEqual(['cmp-0 nova_libvirt', 'cmp-0 nova_libvirt']);
   });
 
-  it('is recreated with --allow-workload-stop, without asking', async () => {
+  it('shows the refusal coming in the dry run', async () => {
+    const c = compute('running', { code: 0, stdout: 'instance-00000001\n', stderr: '' });
+    const p = await predict(plan, c.deps);
+    expect(p.rows.filter((r) => r.name === 'nova_libvirt').map((r) => [r.node, r.action, r.detail])).toEqual([
+      ['cmp-0', 'recreate', 'inputs label missing; refused, stopping the 1 guests it runs: instance-00000001'],
+    ]);
+    expect(c.log).toEqual([]);
+  });
+
+  it('is recreated with --allow-workload-stop', async () => {
     const c = compute('running', { code: 0, stdout: 'instance-00000001\n', stderr: '' });
     const r = await executeDeploy(plan, c.deps, { allowWorkloadStop: true });
     expect(r.ok, JSON.stringify(r.failures)).toBe(true);
     expect(c.log).toEqual(recreated);
-    expect(c.lists).toEqual([]);
   });
 
   it('is recreated when none runs, or when it is not running (it holds none)', async () => {
@@ -101,7 +110,7 @@ describe("a container that runs users' workloads (nova_libvirt's guests)", () =>
     expect(empty.log).toEqual(recreated);
     const stopped = compute('exited', { code: 0, stdout: 'instance-00000001\n', stderr: '' });
     expect((await executeDeploy(plan, stopped.deps)).ok).toBe(true);
-    expect(stopped.lists).toEqual([]);
+    expect(stopped.lists).toEqual([]); // not running: not asked
     expect(stopped.log).toEqual(recreated);
   });
 
@@ -111,7 +120,7 @@ describe("a container that runs users' workloads (nova_libvirt's guests)", () =>
     expect(r.failures.map((f) => [f.code, f.message])).toEqual([
       [
         'E_WORKLOADS_RUNNING',
-        `cmp-0: nova_libvirt would be recreated, and its guests could not be listed (${LIST}: exit 1, error: failed to connect to the hypervisor)`,
+        `cmp-0: nova_libvirt would be recreated (inputs label missing), and its guests cannot be listed (${LIST}: exit 1, error: failed to connect to the hypervisor)`,
       ],
     ]);
     expect(c.log).toEqual([]);

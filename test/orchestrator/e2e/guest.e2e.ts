@@ -391,7 +391,7 @@ describe('real guests: libvirt with QEMU TCG on a 1ctl-2comp lab', () => {
       expect(report?.ok, out).toBe(false);
       expect(report!.failures.map((f) => [f.node, f.code])).toEqual([['cmp-0', 'E_WORKLOADS_RUNNING']]);
       expect(report!.failures[0]!.message).toMatch(
-        new RegExp(`nova_libvirt would be recreated .*which stops the 1 guests it runs: ${name}$`),
+        new RegExp(`nova_libvirt would be recreated .*, stopping the 1 guests it runs: ${name}$`),
       );
       expect(out).toMatch(/step 4 cmp-1: container nova_libvirt recreated/);
     } finally {
