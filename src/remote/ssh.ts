@@ -287,12 +287,16 @@ export function buildCommandLine(
  * `timeout` passes TERM on to the whole process group. SSH "signal" requests
  * cannot do this: OpenSSH refuses them for root sessions ("session signalling
  * requires privilege separation"). Needs only sh and grep. The tag is split
- * so that this script's own command line does not match it.
+ * so that this script's own command line does not match it. A command given
+ * up on right after its channel opened may not have a process yet (sshd
+ * forks it later on a loaded node): until one is found, the script looks
+ * again every 0.2 s for 2 s.
  */
 export function killScript(token: string): string {
   return (
-    `t=${token}; for p in /proc/[0-9]*; do ` +
-    `grep -qF "stackctl-cmd-$t" "$p/cmdline" 2>/dev/null && kill -TERM "\${p#/proc/}" 2>/dev/null; done; true`
+    `t=${token}; n=0; while :; do hit=; for p in /proc/[0-9]*; do ` +
+    `grep -qF "stackctl-cmd-$t" "$p/cmdline" 2>/dev/null && kill -TERM "\${p#/proc/}" 2>/dev/null && hit=1; done; ` +
+    `[ -n "$hit" ] || [ $n -ge 10 ] && break; n=$((n+1)); sleep 0.2; done; true`
   );
 }
 
