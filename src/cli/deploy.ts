@@ -122,6 +122,7 @@ export async function runDeploy(o: DeployOpts, deps: DeployCliDeps = defaultDeps
         withoutNodes(deployPlan, unprovisionedNodes),
         { connect, secret, catalog: all.catalog },
         concurrency,
+        o.allowWorkloadStop ? { allowWorkloadStop: true } : {},
       );
       if (o.json) {
         for (const r of p.rows) deps.write(JSON.stringify(r) + '\n');

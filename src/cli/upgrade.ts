@@ -54,6 +54,8 @@ export interface UpgradeOpts extends CommonOpts {
   checkImages?: string | boolean;
   /** Seconds. */
   taskTimeout?: number;
+  /** Recreate containers whose workloads still run (EngineContext.allowWorkloadStop); this invocation only. */
+  allowWorkloadStop?: boolean;
 }
 
 /** Seconds a migration or check may write nothing to its log before it is reported stuck. */
@@ -259,6 +261,7 @@ export async function runUpgrade(
       signal: stop.signal,
       run: journal.run,
       backups: new Map(),
+      ...(o.allowWorkloadStop ? { allowWorkloadStop: true } : {}),
     };
     const runner: StepRunner = (tasks, n) => runWithProgress(tasks, n, visible);
     const report = await runSteps(ctx, {
@@ -338,6 +341,10 @@ export function registerUpgrade(program: Command): void {
         { min: 10, max: RANGE.seconds.max },
         TASK_TIMEOUT_S,
       ),
+    )
+    .option(
+      '--allow-workload-stop',
+      "recreate a container that runs users' workloads (nova_libvirt: the node's guests) although some still run: they stop with it (not kept for --resume)",
     )
     .option('--json', 'stable JSON for tools')
     // a dry run acts on nothing: it runs beside a run in progress

@@ -354,7 +354,11 @@ export function planConverge(plan: DeployPlan, obs: Observation, catalog: Conver
 }
 
 /** What the deploy would do with each object, from the observation (the dry run's table). */
-export function predictions(plan: DeployPlan, obs: Observation): Prediction[] {
+export function predictions(
+  plan: DeployPlan,
+  obs: Observation,
+  opts: { readonly allowWorkloadStop?: boolean } = {},
+): Prediction[] {
   const out: Prediction[] = [];
   for (const st of plan.steps) {
     for (const nw of st.nodes) {
@@ -399,7 +403,7 @@ export function predictions(plan: DeployPlan, obs: Observation): Prediction[] {
                 obs.unwell?.get(`${nw.node}/${c.name}`) ||
                 '') +
               (obs.workloads?.has(`${nw.node}/${c.name}`)
-                ? `; refused, ${obs.workloads.get(`${nw.node}/${c.name}`)}`
+                ? `; ${opts.allowWorkloadStop ? 'allowed (--allow-workload-stop)' : 'refused'}, ${obs.workloads.get(`${nw.node}/${c.name}`)}`
                 : ''),
           });
       }

@@ -239,9 +239,14 @@ export async function predict(
   plan: DeployPlan,
   deps: Pick<ExecutorDeps, 'connect' | 'secret' | 'catalog'>,
   concurrency?: number,
+  opts: Pick<ExecutorOptions, 'allowWorkloadStop'> = {},
 ): Promise<{ rows: Prediction[]; plan: ConvergePlan; unreachable: ReadonlyMap<string, unknown> }> {
   const obs = await observe(plan, deps, concurrency);
-  return { rows: predictions(plan, obs), plan: planConverge(plan, obs, deps.catalog), unreachable: obs.unreachable };
+  return {
+    rows: predictions(plan, obs, opts),
+    plan: planConverge(plan, obs, deps.catalog),
+    unreachable: obs.unreachable,
+  };
 }
 
 /** The deploy as an engine context: the plan converged to is the plan the cloud runs. */

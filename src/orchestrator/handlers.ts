@@ -269,6 +269,24 @@ async function refuseToStopWorkloads(access: NodeAccess, w: ContainerWork, why: 
     );
 }
 
+/** refuseToStopWorkloads as the failure of the container's `workloads` action. */
+async function refuseToStopWorkloadsAt(access: NodeAccess, w: ContainerWork, c: ContainerDiff, run: RunScope) {
+  try {
+    await refuseToStopWorkloads(access, w, c.changed.join(', '));
+  } catch (err) {
+    throw new ActionFailed(err, FailureClass.HARD, { path: run.where(w.node, `${w.name}/workloads`) });
+  }
+}
+
+/** What the node's Docker says of a container of the plan (undefined: there is none). */
+async function inspect(access: NodeAccess, run: RunScope, w: ContainerWork) {
+  try {
+    return await access.docker.inspectContainer(w.name);
+  } catch (err) {
+    throw new ActionFailed(err, FailureClass.RETRYABLE, { path: run.where(w.node, `${w.name}/inspect`) });
+  }
+}
+
 /** One container of a node: create, recreate or start it and wait for its health; 1 if changed. */
 async function ensureContainer(
   ctx: EngineContext,
@@ -302,13 +320,9 @@ async function ensureContainer(
     });
   }
   const t = ctx.now();
-  if (c.action === ContainerAction.RECREATE && w.definition.workloads && !ctx.allowWorkloadStop) {
-    try {
-      await refuseToStopWorkloads(access, w, c.changed.join(', '));
-    } catch (err) {
-      throw new ActionFailed(err, FailureClass.HARD, { path: path('workloads') });
-    }
-  }
+  // (asked again right before the stop: one may have started while the node's files went up)
+  if (c.action === ContainerAction.RECREATE && w.definition.workloads && !ctx.allowWorkloadStop)
+    await refuseToStopWorkloadsAt(access, w, c, run);
   if (c.action !== ContainerAction.START) await ensureImage(access, w.image, run);
   if (c.action === ContainerAction.RECREATE) {
     try {
@@ -380,6 +394,13 @@ export const ensure: Handler<Of<'ensure'>, EngineContext> = async (a, ctx, run) 
       throw planMismatch(a.node, `container ${c.name} (hash ${c.hash.slice(0, 12)}) is not in the target plan`);
     return w;
   });
+  // Before anything of the node changes (its new files included: a container that mounts its folder
+  // whole would hand them to the workloads it starts next): a recreate that would stop workloads.
+  if (!ctx.allowWorkloadStop)
+    for (const w of works.filter((x) => x.definition.workloads)) {
+      const c = diffContainer(w, await inspect(access, run, w));
+      if (c.action === ContainerAction.RECREATE) await refuseToStopWorkloadsAt(access, w, c, run);
+    }
   const configs = configsOf(ctx.targetDeploy, a.node, a.services);
   const uploaded = new Set<string>();
   let n = 0;
@@ -427,15 +448,8 @@ export const ensure: Handler<Of<'ensure'>, EngineContext> = async (a, ctx, run) 
       });
     }
   }
-  for (const w of works) {
-    let info;
-    try {
-      info = await access.docker.inspectContainer(w.name);
-    } catch (err) {
-      throw new ActionFailed(err, FailureClass.RETRYABLE, { path: run.where(a.node, `${w.name}/inspect`) });
-    }
-    n += await ensureContainer(ctx, run, access, diffContainer(w, info), a.frontendGate);
-  }
+  for (const w of works)
+    n += await ensureContainer(ctx, run, access, diffContainer(w, await inspect(access, run, w)), a.frontendGate);
   // Running containers that re-read a file uploaded now: their health check passes once they serve it.
   const recreated = new Set(works.map((w) => w.name));
   for (const w of a.services.flatMap((svc) => containersOf(ctx.targetDeploy, svc, a.node))) {

@@ -84,8 +84,47 @@ describe("a container that runs users' workloads (nova_libvirt's guests)", () =>
     expect(f.hint).toContain('stackctl nodes maintenance on --node cmp-0');
     expect(f.hint).toContain('--allow-workload-stop');
     expect(c.log).toEqual([]);
-    // asked when the run observed the node, and again right before the recreate
+    // asked when the run observed the node, and again before any of the node's files went up
     expect(c.lists).toEqual(['cmp-0 nova_libvirt', 'cmp-0 nova_libvirt']);
+  });
+
+  it("refuses before the node's new files go up: a guest started later would read them from the folder nova_libvirt mounts", async () => {
+    const file = configsOn('cmp-0').find((x) => x.dest.endsWith('/qemu-tcg.conf'))!;
+    expect(file, "nova_libvirt's QEMU wrapper setting").toBeDefined();
+    const withStaleFile = () => {
+      const c = compute('running', { code: 0, stdout: 'instance-00000001\n', stderr: '' });
+      const uploads: string[] = [];
+      const connect = (node: string): NodeAccess => {
+        const a = c.deps.connect(node) as NodeAccess;
+        return {
+          ...a,
+          // the node holds an older qemu-tcg.conf
+          exec: async (command, opts) => {
+            const r = await a.exec(command, opts);
+            return {
+              ...r,
+              stdout: r.stdout.replace(`${file.sha256}  ${file.dest}`, `${'0'.repeat(64)}  ${file.dest}`),
+            };
+          },
+          files: { ...a.files, upload: async (_s, dest) => uploads.push(`${node} ${dest}`) },
+        };
+      };
+      const rendered = new Map([['cmp-0', new Map([[file.dest, 'tb-cache 64\n']])]]);
+      return { c, uploads, deps: { ...c.deps, connect, rendered } };
+    };
+    const refused = withStaleFile();
+    const r = await executeDeploy(plan, refused.deps);
+    expect(r.failures.map((f) => [f.node, f.code, f.path])).toEqual([
+      ['cmp-0', 'E_WORKLOADS_RUNNING', 'step 4/cmp-0/nova_libvirt/workloads'],
+    ]);
+    expect(refused.uploads).toEqual([]);
+    expect(refused.c.log).toEqual([]);
+    // allowed: the file goes up, then the container is recreated
+    const allowed = withStaleFile();
+    const ok = await executeDeploy(plan, allowed.deps, { allowWorkloadStop: true });
+    expect(ok.ok, JSON.stringify(ok.failures)).toBe(true);
+    expect(allowed.uploads).toEqual([`cmp-0 ${file.dest}`]);
+    expect(allowed.c.log).toEqual(recreated);
   });
 
   it('shows the refusal coming in the dry run', async () => {
@@ -95,6 +134,11 @@ describe("a container that runs users' workloads (nova_libvirt's guests)", () =>
       ['cmp-0', 'recreate', 'inputs label missing; refused, stopping the 1 guests it runs: instance-00000001'],
     ]);
     expect(c.log).toEqual([]);
+    // with --allow-workload-stop, the dry run says what will stop
+    const allowed = await predict(plan, c.deps, undefined, { allowWorkloadStop: true });
+    expect(allowed.rows.filter((r) => r.name === 'nova_libvirt').map((r) => r.detail)).toEqual([
+      'inputs label missing; allowed (--allow-workload-stop), stopping the 1 guests it runs: instance-00000001',
+    ]);
   });
 
   it('is recreated with --allow-workload-stop', async () => {
