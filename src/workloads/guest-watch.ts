@@ -94,6 +94,45 @@ export function summarize(samples: readonly GuestSample[], endedAt: number): Gue
   };
 }
 
+/** A named span of time (a run's phase, ms since the epoch). */
+export interface Span {
+  readonly name: string;
+  readonly from: number;
+  readonly to: number;
+}
+
+/** What one watch saw during one span. */
+export interface SpanGaps {
+  readonly name: string;
+  /** Polls sent inside the span, and those unanswered. */
+  readonly samples: number;
+  readonly lost: number;
+  /**
+   * The longest time between two answers (ms) among those overlapping the span: a silence that
+   * began before the span and ended in it counts for it too.
+   */
+  readonly longestGapMs: number;
+}
+
+/** A watch's samples cut by spans (an upgrade's phases): per span, the polls, losses and longest silence. */
+export function gapsBySpan(samples: readonly GuestSample[], spans: readonly Span[]): SpanGaps[] {
+  const answers = samples.filter((s) => s.ok);
+  return spans.map((span) => {
+    const inside = samples.filter((s) => s.at >= span.from && s.at <= span.to);
+    let longestGapMs = 0;
+    for (let i = 1; i < answers.length; i++) {
+      const [a, b] = [answers[i - 1]!.at, answers[i]!.at];
+      if (b >= span.from && a <= span.to) longestGapMs = Math.max(longestGapMs, b - a);
+    }
+    return {
+      name: span.name,
+      samples: inside.length,
+      lost: inside.filter((s) => !s.ok).length,
+      longestGapMs,
+    };
+  });
+}
+
 /** How watchGuest polls. */
 export interface GuestWatchOptions {
   /** Time between two requests' starts (ms); default 100, the guest counter's own period. */

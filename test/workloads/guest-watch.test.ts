@@ -1,7 +1,13 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { parseGuestState, summarize, watchGuest, type GuestSample } from '../../src/workloads/guest-watch.js';
+import {
+  gapsBySpan,
+  parseGuestState,
+  summarize,
+  watchGuest,
+  type GuestSample,
+} from '../../src/workloads/guest-watch.js';
 
 const BOOT_A = '0c6f3b8e-0d3c-4f36-9d34-2b8a6c3e7a01';
 const BOOT_B = '5d1e9a20-7f4b-4c1e-8a55-93c0d2e6b402';
@@ -12,6 +18,34 @@ describe('the guest state page', () => {
     expect(parseGuestState(`boot_id=${BOOT_A} counter=42 uptime=12.34\n`)).toEqual({ bootId: BOOT_A, counter: 42 });
     expect(parseGuestState('<html>502 Bad Gateway</html>')).toBeUndefined();
     expect(parseGuestState(`boot_id=${BOOT_A} counter=-1 uptime=1`)).toBeUndefined();
+  });
+});
+
+describe('gapsBySpan', () => {
+  it("cuts a watch by an upgrade's phases: polls, losses and the longest silence overlapping each", () => {
+    const lost = (at: number): GuestSample => ({ at, ok: false });
+    // answers every 100 ms, but none from 1,000 to 2,500 (a migration's switch-over)
+    const samples: GuestSample[] = [];
+    for (let t = 0; t <= 4000; t += 100) samples.push(t > 1000 && t < 2500 ? lost(t) : ok(t, t / 100));
+    expect(
+      gapsBySpan(samples, [
+        { name: 'controllers', from: 0, to: 900 },
+        { name: 'compute batch 1', from: 950, to: 2000 },
+        { name: 'compute batch 2', from: 2600, to: 4000 },
+      ]),
+    ).toEqual([
+      { name: 'controllers', samples: 10, lost: 0, longestGapMs: 100 },
+      // the silence began in it: 1,000 -> 2,500
+      { name: 'compute batch 1', samples: 11, lost: 10, longestGapMs: 1500 },
+      { name: 'compute batch 2', samples: 15, lost: 0, longestGapMs: 100 },
+    ]);
+    // a span the silence only began before and ended in counts it too
+    expect(gapsBySpan(samples, [{ name: 'late', from: 2200, to: 2300 }])).toEqual([
+      { name: 'late', samples: 2, lost: 2, longestGapMs: 1500 },
+    ]);
+    expect(gapsBySpan([], [{ name: 'empty', from: 0, to: 10 }])).toEqual([
+      { name: 'empty', samples: 0, lost: 0, longestGapMs: 0 },
+    ]);
   });
 });
 
