@@ -63,7 +63,9 @@ const NODE_IMAGE = labImageRef(release, 'node');
 /**
  * How the computes' libvirtd reach each other (nova_live_migration_transport): `tcp`, as `lab up`
  * writes it, or `tls` (STACKCTL_GUEST_MIGRATION=tls): each compute's own certificate from the
- * cloud's CA, libvirtd's TLS listener, QEMU's native TLS (the public endpoints stay plain HTTP).
+ * cloud's CA, libvirtd's TLS listener, QEMU's native TLS; with it every endpoint is HTTPS too
+ * (`tls: { internal: true }`), so the guest's metadata requests reach Nova over HTTPS (the OVN
+ * metadata agent's side) and the upgrade runs with TLS on.
  */
 const MIGRATION = process.env['STACKCTL_GUEST_MIGRATION'] ?? 'tcp';
 const SSH = '/usr/bin/ssh';
@@ -261,7 +263,7 @@ describe('real guests: libvirt with QEMU TCG on a 1ctl-2comp lab', () => {
         lab.inventory,
         text.replace('nova_live_migration_transport: tcp\n', 'nova_live_migration_transport: tls\n'),
       );
-      await lab.tlsOn('tls: { public: false }\n');
+      await lab.tlsOn('tls: { internal: true }\n');
     }
     figure('live migration transport', MIGRATION);
   }, 1_800_000);
@@ -382,6 +384,12 @@ describe('real guests: libvirt with QEMU TCG on a 1ctl-2comp lab', () => {
       keyed,
       "the guest got no SSH key from http://169.254.169.254 within 5 min: is neutron-ovn-metadata-agent running on cmp-0, and Nova's metadata API (nova_metadata) on ctl-0?",
     ).toBeDefined();
+    if (MIGRATION === 'tls') {
+      // with internal TLS that key came from Nova's metadata API over HTTPS, checked against the CA
+      const ini = await onCompute('cat /etc/stackctl/neutron-ovn-metadata-agent/neutron_ovn_metadata_agent.ini');
+      expect(ini).toMatch(/^nova_metadata_protocol = https$/m);
+      expect(ini).toMatch(/^auth_ca_cert = \S+ca\.pem$/m);
+    }
     const first = await eventually(180, () => ssh(ip, 'cat /proc/sys/kernel/random/boot_id'));
     figure('floating IP added -> first SSH command', `${seconds(t0)} s`);
     figure('server create -> first SSH command', `${seconds(server.bootedAt)} s`);
