@@ -152,6 +152,8 @@ describe("a container that runs users' workloads (nova_libvirt's guests)", () =>
     const empty = compute('running', { code: 0, stdout: '\n', stderr: '' });
     expect((await executeDeploy(plan, empty.deps)).ok).toBe(true);
     expect(empty.log).toEqual(recreated);
+    // observed, before the node's files, and once more right before the stop
+    expect(empty.lists).toEqual(['cmp-0 nova_libvirt', 'cmp-0 nova_libvirt', 'cmp-0 nova_libvirt']);
     const stopped = compute('exited', { code: 0, stdout: 'instance-00000001\n', stderr: '' });
     expect((await executeDeploy(plan, stopped.deps)).ok).toBe(true);
     expect(stopped.lists).toEqual([]); // not running: not asked
