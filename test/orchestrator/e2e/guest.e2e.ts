@@ -206,6 +206,9 @@ async function eventually<T>(s: number, check: () => Promise<T> | T): Promise<{ 
 async function diagnose(): Promise<void> {
   const script = [
     'docker ps -a --format "{{.Names}} {{.Status}}"',
+    // containers Docker restarted (a crash: Open vSwitch 3.1's userspace conntrack, docs/lab.md)
+    'docker inspect -f "{{.Name}} restarts={{.RestartCount}} started={{.State.StartedAt}}" $(docker ps -aq)',
+    'docker logs openvswitch_vswitchd 2>&1 | grep -iE "assert|abort|emer" | tail -5',
     'docker exec openvswitch_vswitchd ovs-vsctl show 2>&1 | head -40',
     'docker exec nova_libvirt virsh -c qemu:///system list --all 2>&1',
     'for c in nova_compute nova_libvirt ovn_controller; do echo "--- $c"; docker logs --tail 60 $c 2>&1; done',
