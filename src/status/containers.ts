@@ -105,6 +105,7 @@ export function containerStatus(
     health,
     ...(state === ContainerState.RUNNING ? {} : { exitCode: info.state.exitCode }),
     ...(now ? { checkedNow: now } : {}),
+    ...(info.restartCount > 0 ? { restarts: { count: info.restartCount, lastStart: info.state.startedAt } } : {}),
     image: {
       running: info.image,
       runningTag: tagOf(info.image),

@@ -35,7 +35,8 @@ export function formatNode(n: NodeStatus): string {
       ['CONTAINER', 'STATE', 'HEALTH', 'IMAGE', 'CONFIG'],
       n.containers.map((c) => [
         c.name,
-        c.exitCode === undefined ? c.state : `${c.state}(${c.exitCode})`,
+        (c.exitCode === undefined ? c.state : `${c.state}(${c.exitCode})`) +
+          (c.restarts ? ` (${c.restarts.count} restart(s) by Docker, last ${c.restarts.lastStart.slice(0, 19)}Z)` : ''),
         c.checkedNow ? `${c.health} (checked now)` : c.health,
         c.image.matches ? c.image.wantedTag : `${c.image.runningTag ?? '-'} (want ${c.image.wantedTag})`,
         c.config.state === ConfigState.OUTDATED

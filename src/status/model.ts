@@ -112,6 +112,12 @@ export interface ContainerStatus {
    * the healthcheck command itself, as the deploy's gate does. `passed` makes `health` healthy.
    */
   readonly checkedNow?: { readonly passed: boolean; readonly exitCode?: number };
+  /**
+   * Docker started it again by its restart policy (it exited or crashed) this many times since it
+   * was created, the last time at `lastStart` (Docker's StartedAt). Shown, not a finding: it may
+   * have recovered; but a switch or database that crashed under its users is worth a look.
+   */
+  readonly restarts?: { readonly count: number; readonly lastStart: string };
   readonly image: {
     /** The image reference the container was created from (absent when missing). */
     readonly running?: string;

@@ -115,6 +115,14 @@ describe('containerStatus', () => {
     expect(containerFindings('ctl-0', s).map((f) => [f.severity, f.message])).toEqual(findings);
   });
 
+  it('names the restarts Docker made by its restart policy (a crash), with the last start; not a finding', () => {
+    const crashed = { ...deployed(cloud, memcached), restartCount: 3 };
+    const s = containerStatus(memcached, crashed);
+    expect(s.restarts).toEqual({ count: 3, lastStart: crashed.state.startedAt });
+    expect(containerFindings('ctl-0', s)).toEqual([]);
+    expect(containerStatus(memcached, deployed(cloud, memcached)).restarts).toBeUndefined();
+  });
+
   describe("Docker's health still starting: status runs the healthcheck itself, as the deploy's gate does", () => {
     /** A node whose exec answers with `code` (undefined: the call fails, as past its deadline). */
     const access = (code: number | undefined, calls: unknown[][] = []) => ({

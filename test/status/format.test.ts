@@ -45,6 +45,7 @@ const report: StatusReport = {
           service: 'mariadb',
           state: 'running',
           health: 'healthy',
+          restarts: { count: 2, lastStart: '2026-11-22T16:58:41.189546105Z' },
           image: {
             running: 'r/stackctl/mariadb:zed-1',
             runningTag: 'zed-1',
@@ -134,13 +135,13 @@ describe('formatStatus', () => {
     );
   });
 
-  it('shows a compact table per node: state, health, image tag (and the wanted one), config verdict', () => {
+  it('shows a compact table per node: state (and restarts by Docker), health, image tag (and the wanted one), config verdict', () => {
     expect(text).toContain(
       [
         'ctl-0 (Controller, 192.168.24.10): reachable, 1.2 s',
-        '  CONTAINER  STATE      HEALTH   IMAGE               CONFIG',
-        '  mariadb    running    healthy  zed-1               up to date',
-        '  memcached  exited(0)  none     zed-0 (want zed-1)  would be recreated: image',
+        '  CONTAINER  STATE                                                        HEALTH   IMAGE               CONFIG',
+        '  mariadb    running (2 restart(s) by Docker, last 2026-11-22T16:58:41Z)  healthy  zed-1               up to date',
+        '  memcached  exited(0)                                                    none     zed-0 (want zed-1)  would be recreated: image',
         '  config files differing from the plan (1 of 6):',
         '    /etc/stackctl/memcached/options (content changed)',
       ].join('\n'),
