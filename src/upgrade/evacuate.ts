@@ -24,7 +24,7 @@ import {
   type Resources,
 } from './prechecks.js';
 import type { ComputeService } from '../status/model.js';
-import { interruption, startLedger, type LedgerEntry } from '../workloads/ledger.js';
+import { interruption, startLedger, type Ledger, type LedgerEntry, type LedgerServer } from '../workloads/ledger.js';
 import {
   OPENSTACK_COMMANDS,
   listComputeServices,
@@ -179,6 +179,24 @@ async function settleInFlight(
   }
 }
 
+/** What the workload ledger needs of an instance. */
+const ledgerServer = (s: ServerRow): LedgerServer => ({ id: s.id, name: s.name, addresses: s.addresses ?? [] });
+
+/**
+ * The instances of `hosts` already migrating (a killed run's), watched from here while they are
+ * waited for (settleInFlight); no ledger when there are none or watching is off.
+ */
+async function watchInFlight(
+  ctx: EvacuationContext,
+  hosts: readonly string[],
+  o: EvacuationSettings,
+): Promise<{ servers: ServerRow[]; ledger?: Ledger }> {
+  if (!o.watchWorkloads) return { servers: [] };
+  const { staying } = await instancesOn(ctx.cloud, hosts, o.movableStates);
+  const servers = staying.filter((s) => IN_FLIGHT.includes(s.status));
+  return servers.length ? { servers, ledger: await startLedger(servers.map(ledgerServer)) } : { servers };
+}
+
 /** What happened to one instance. */
 export interface MigrationOutcome {
   readonly server: ServerRow;
@@ -316,11 +334,14 @@ export async function novaEvacuate(
   let movable: ServerRow[];
   let staying: ServerRow[];
   let adopted = 0;
+  // Migrations a killed run left under way are waited for, and watched like those requested here.
+  let inFlight: { servers: ServerRow[]; ledger?: Ledger } = { servers: [] };
   try {
     for (const host of hosts) {
       await ctx.cloud.openstack(OPENSTACK_COMMANDS.disableService(host, o.disableReason, o.binary));
       disabled.push(host);
     }
+    inFlight = await watchInFlight(ctx, hosts, o);
     adopted = await settleInFlight(ctx, hosts, o);
     ({ movable, staying } = await instancesOn(ctx.cloud, hosts, o.movableStates));
     if (movable.length) {
@@ -330,6 +351,7 @@ export async function novaEvacuate(
       if (!verdict.fits) throw new EvacuationCapacity(hosts, verdict, receivers);
     }
   } catch (err) {
+    await inFlight.ledger?.stop();
     // Refused before the first migration: leave the hosts as they were.
     const failed = await setEnabled(ctx, disabled, o);
     if (failed.length && err instanceof StackctlError) {
@@ -343,18 +365,17 @@ export async function novaEvacuate(
     throw err;
   }
 
-  const ledger =
-    o.watchWorkloads && movable.length
-      ? await startLedger(movable.map((s) => ({ id: s.id, name: s.name, addresses: s.addresses ?? [] })))
-      : undefined;
+  const adoptedEntries = inFlight.ledger ? await inFlight.ledger.stop() : [];
+  const ledger = o.watchWorkloads && movable.length ? await startLedger(movable.map(ledgerServer)) : undefined;
   const outcomes = await mapLimit(movable, o.concurrency, (s) => migrateServer(s, ctx, o));
-  const entries = ledger ? await ledger.stop() : [];
+  const entries = [...adoptedEntries, ...(ledger ? await ledger.stop() : [])];
   for (const e of entries) {
     const s = e.summary;
     if (s) {
       // the same watch as availability records, which the run report (stackctl report) draws
       const subject = e.name || e.server;
       const moved = outcomes.find((x) => x.server.id === e.server);
+      const waitedFor = inFlight.servers.find((x) => x.id === e.server);
       ctx.emit({
         kind: 'availability.window',
         source: 'workload',
@@ -374,7 +395,11 @@ export async function novaEvacuate(
           ms: s.longestGapMs,
           lost: s.lost,
           detail: s.bootIdChanges ? `boot id changed ${s.bootIdChanges} time(s)` : 'longest time without an answer',
-          during: moved ? `${subject} ${moved.server.host} -> ${moved.to ?? '?'}` : '',
+          during: moved
+            ? `${subject} ${moved.server.host} -> ${moved.to ?? '?'}`
+            : waitedFor
+              ? `${subject} ${waitedFor.host} -> ? (under way before this run)`
+              : '',
         });
     }
     ctx.emit({

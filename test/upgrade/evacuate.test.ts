@@ -284,6 +284,26 @@ describe('novaEvacuate: the workload ledger', () => {
     }
   });
 
+  it('watches a live migration a killed run left under way while it waits for it', async () => {
+    const page = await guestPage('127.0.0.82');
+    try {
+      const nova = new FakeNova([host('cmp-0', { status: 'disabled' }), host('cmp-1')], FLAVORS, [
+        server('a', 'cmp-0', { status: 'MIGRATING', task: 'migrating', polls: 4, addresses: ['127.0.0.82'] }),
+      ]);
+      const ctx = slowContext(nova);
+      const detail = await novaEvacuate(['cmp-0'], ctx, { workloadMaxGapMs: 5000 });
+      expect(detail).toMatch(
+        /1 watched, longest gap [\d.]+ s, 0 boot-id changes; 1 live migration\(s\) already under way waited for/,
+      );
+      expect(nova.calls.some((c) => c.includes('--live-migration'))).toBe(false);
+      expect(ctx.events.filter((e) => e.kind === 'workload.ledger')).toEqual([
+        expect.objectContaining({ server: 'vm-a', address: '127.0.0.82', watched: true, bootIdChanges: 0 }),
+      ]);
+    } finally {
+      page.close();
+    }
+  });
+
   it('fails with E_WORKLOAD_INTERRUPTED when a watched instance rebooted during its migration; the emptied host stays disabled', async () => {
     const page = await guestPage('127.0.0.81', 2);
     try {

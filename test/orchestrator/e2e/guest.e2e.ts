@@ -757,8 +757,8 @@ describe('real guests: libvirt with QEMU TCG on a 1ctl-2comp lab', () => {
       expect((await guestState(g.fip)).boot, g.name).toBe(g.boot);
       expect(ssh(g.fip, 'cat /proc/sys/kernel/random/boot_id'), g.name).toBe(g.boot);
     }
-    // stackctl's own ledger: every guest it migrated watched, no boot-id change (a migration the kill
-    // cut is waited for by the resumed run, not watched by it); each gap against the 2 s goal
+    // stackctl's own ledger: every guest it migrated watched (the migration the kill cut too, while the
+    // resumed run waited for it), no boot-id change; each gap against the 2 s goal
     const ledger = newEvents().filter((e) => e.kind === 'workload.ledger') as unknown as {
       server: string;
       watched: boolean;
