@@ -394,13 +394,15 @@ export const ensure: Handler<Of<'ensure'>, EngineContext> = async (a, ctx, run) 
       throw planMismatch(a.node, `container ${c.name} (hash ${c.hash.slice(0, 12)}) is not in the target plan`);
     return w;
   });
-  // Before anything of the node changes (its new files included: a container that mounts its folder
-  // whole would hand them to the workloads it starts next): a recreate that would stop workloads.
+  // What each container is to become, from Docker's word on it before anything of the node changes.
+  const diffs: ContainerDiff[] = [];
+  for (const w of works) diffs.push(diffContainer(w, await inspect(access, run, w)));
+  // A recreate that would stop workloads is refused before the node's new files go up too (a
+  // container that mounts its folder whole would hand them to the workloads it starts next).
   if (!ctx.allowWorkloadStop)
-    for (const w of works.filter((x) => x.definition.workloads)) {
-      const c = diffContainer(w, await inspect(access, run, w));
-      if (c.action === ContainerAction.RECREATE) await refuseToStopWorkloadsAt(access, w, c, run);
-    }
+    for (const c of diffs)
+      if (c.action === ContainerAction.RECREATE && c.work.definition.workloads)
+        await refuseToStopWorkloadsAt(access, c.work, c, run);
   const configs = configsOf(ctx.targetDeploy, a.node, a.services);
   const uploaded = new Set<string>();
   let n = 0;
@@ -448,8 +450,7 @@ export const ensure: Handler<Of<'ensure'>, EngineContext> = async (a, ctx, run) 
       });
     }
   }
-  for (const w of works)
-    n += await ensureContainer(ctx, run, access, diffContainer(w, await inspect(access, run, w)), a.frontendGate);
+  for (const c of diffs) n += await ensureContainer(ctx, run, access, c, a.frontendGate);
   // Running containers that re-read a file uploaded now: their health check passes once they serve it.
   const recreated = new Set(works.map((w) => w.name));
   for (const w of a.services.flatMap((svc) => containersOf(ctx.targetDeploy, svc, a.node))) {

@@ -161,18 +161,21 @@ const IN_FLIGHT: readonly string[] = ['MIGRATING'];
  * Wait, up to the migration deadline, until no instance on the hosts is
  * migrating: a run killed mid-batch leaves Nova finishing the live
  * migrations it had requested, and a host is neither counted nor emptied
- * while one is under way. Returns how many were waited for.
+ * while one is under way. `found` gets those of the first look (to watch
+ * them). Returns how many were waited for.
  */
 async function settleInFlight(
   ctx: EvacuationContext,
   hosts: readonly string[],
   o: EvacuationSettings,
+  found: (moving: ServerRow[]) => Promise<void>,
 ): Promise<number> {
   const t0 = ctx.now();
   let seen = 0;
-  for (;;) {
+  for (let first = true; ; first = false) {
     const { staying } = await instancesOn(ctx.cloud, hosts, o.movableStates);
     const moving = staying.filter((s) => IN_FLIGHT.includes(s.status));
+    if (first) await found(moving);
     seen = Math.max(seen, moving.length);
     if (!moving.length || ctx.now() - t0 >= o.timeoutMs || ctx.signal?.aborted) return seen;
     await ctx.sleep(o.pollMs);
@@ -181,21 +184,6 @@ async function settleInFlight(
 
 /** What the workload ledger needs of an instance. */
 const ledgerServer = (s: ServerRow): LedgerServer => ({ id: s.id, name: s.name, addresses: s.addresses ?? [] });
-
-/**
- * The instances of `hosts` already migrating (a killed run's), watched from here while they are
- * waited for (settleInFlight); no ledger when there are none or watching is off.
- */
-async function watchInFlight(
-  ctx: EvacuationContext,
-  hosts: readonly string[],
-  o: EvacuationSettings,
-): Promise<{ servers: ServerRow[]; ledger?: Ledger }> {
-  if (!o.watchWorkloads) return { servers: [] };
-  const { staying } = await instancesOn(ctx.cloud, hosts, o.movableStates);
-  const servers = staying.filter((s) => IN_FLIGHT.includes(s.status));
-  return servers.length ? { servers, ledger: await startLedger(servers.map(ledgerServer)) } : { servers };
-}
 
 /** What happened to one instance. */
 export interface MigrationOutcome {
@@ -341,8 +329,10 @@ export async function novaEvacuate(
       await ctx.cloud.openstack(OPENSTACK_COMMANDS.disableService(host, o.disableReason, o.binary));
       disabled.push(host);
     }
-    inFlight = await watchInFlight(ctx, hosts, o);
-    adopted = await settleInFlight(ctx, hosts, o);
+    adopted = await settleInFlight(ctx, hosts, o, async (moving) => {
+      if (o.watchWorkloads && moving.length)
+        inFlight = { servers: moving, ledger: await startLedger(moving.map(ledgerServer)) };
+    });
     ({ movable, staying } = await instancesOn(ctx.cloud, hosts, o.movableStates));
     if (movable.length) {
       const demands = await demandsOf(ctx.cloud, movable);

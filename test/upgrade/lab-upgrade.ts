@@ -312,6 +312,31 @@ export async function evacuationFaults(
   return faults;
 }
 
+/**
+ * Once the events logged after the first `seen` show a live migration started (or the run ended), wait
+ * `afterMs` and SIGKILL the run; resolves with its exit code (null when the kill ended it).
+ */
+export async function killDuringMigration(
+  inventory: string,
+  run: ReturnType<typeof spawnUpgrade>,
+  seen: number,
+  afterMs = 3000,
+): Promise<number | null> {
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  for (let deadline = Date.now() + 1_800_000; Date.now() < deadline; await sleep(200)) {
+    if (
+      events(inventory)
+        .slice(seen)
+        .some((e) => e.kind === 'upgrade.migration' && e.state === 'started')
+    )
+      break;
+    if ((await Promise.race([run.exited.then(() => true), sleep(0).then(() => false)])) === true) break;
+  }
+  await sleep(afterMs);
+  run.child.kill('SIGKILL');
+  return run.exited;
+}
+
 /** `stackctl upgrade -i INVENTORY ARGS` in a child process, to be killed with SIGKILL; its output and exit. */
 export function spawnUpgrade(inventory: string, args: readonly string[]) {
   const child = spawn(

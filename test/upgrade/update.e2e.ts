@@ -32,6 +32,7 @@ import {
   containersOffTarget,
   evacuationFaults,
   events as inventoryEvents,
+  killDuringMigration,
   type MigrationRecord,
   phaseTimes,
   probeFigures,
@@ -340,18 +341,7 @@ describe('stackctl upgrade --to zed-update on a 1ctl-2comp lab, under a probe', 
     // Kill 2: in the first compute batch, a few seconds after a live migration was requested.
     const seen = events().length;
     const run2 = spawnUpgrade(lab.inventory, ['--to', 'zed-update', '--resume']);
-    for (let deadline = Date.now() + 1_800_000; Date.now() < deadline; await sleep(200)) {
-      if (
-        events()
-          .slice(seen)
-          .some((e) => e.kind === 'upgrade.migration' && e.state === 'started')
-      )
-        break;
-      if ((await Promise.race([run2.exited.then(() => true), sleep(0).then(() => false)])) === true) break;
-    }
-    await sleep(3000);
-    run2.child.kill('SIGKILL');
-    expect(await run2.exited, run2.out()).toBeNull();
+    expect(await killDuringMigration(lab.inventory, run2, seen), run2.out()).toBeNull();
     const inFlight = os<{ Name: string; Status: string }[]>(openrc, 'server list --all-projects').filter(
       (r) => r.Status === 'MIGRATING',
     );

@@ -44,6 +44,7 @@ import {
   containersOffTarget,
   evacuationFaults,
   events as upgradeEvents,
+  killDuringMigration,
   type MigrationRecord,
   phaseTimes,
   spawnUpgrade,
@@ -693,13 +694,7 @@ describe('real guests: libvirt with QEMU TCG on a 1ctl-2comp lab', () => {
 
     // Killed (SIGKILL) 3 s into the first live migration of the first compute batch ...
     const run1 = spawnUpgrade(lab.inventory, ['--to', 'zed-update', '--batch', '1']);
-    for (let deadline = Date.now() + 1_800_000; Date.now() < deadline; await sleep(200)) {
-      if (newEvents().some((e) => e.kind === 'upgrade.migration' && e.state === 'started')) break;
-      if ((await Promise.race([run1.exited.then(() => true), sleep(0).then(() => false)])) === true) break;
-    }
-    await sleep(3000);
-    run1.child.kill('SIGKILL');
-    expect(await run1.exited, run1.out().slice(-3000)).toBeNull();
+    expect(await killDuringMigration(lab.inventory, run1, seenEvents), run1.out().slice(-3000)).toBeNull();
     const inFlight = osJson<{ Name: string; Status: string }[]>('server list --all-projects').filter(
       (r) => r.Status === 'MIGRATING',
     );
