@@ -91,19 +91,23 @@ export async function buildImages(engine: LocalEngine, opts: BuildOptions): Prom
   const specs = imageSpecs(opts.release, opts.containersDir);
   const order = buildOrder(specs, opts.only ?? []);
   await engine.ping();
-  const suite = opts.release.distro.suite;
-  emit({ kind: 'rootfs.start', suite });
-  const rootfs = await ensureRootfs(engine, suite, (line) => emit({ kind: 'image.line', key: 'rootfs', line }), {
-    ...(opts.mirrors ? { mirrors: opts.mirrors } : {}),
-    ...(opts.rootfsDeps ? { deps: opts.rootfsDeps } : {}),
-  });
-  emit({ kind: 'rootfs.done', ref: rootfs.ref, cached: rootfs.cached, seconds: rootfs.seconds });
+  // One root filesystem per suite the build needs, made (or found) before any image is built.
+  const roots = new Map<string, { ref: string; id: string }>();
+  for (const suite of new Set(order.filter((s) => !s.from).map((s) => s.suite))) {
+    emit({ kind: 'rootfs.start', suite });
+    const rootfs = await ensureRootfs(engine, suite, (line) => emit({ kind: 'image.line', key: 'rootfs', line }), {
+      ...(opts.mirrors ? { mirrors: opts.mirrors } : {}),
+      ...(opts.rootfsDeps ? { deps: opts.rootfsDeps } : {}),
+    });
+    emit({ kind: 'rootfs.done', ref: rootfs.ref, cached: rootfs.cached, seconds: rootfs.seconds });
+    roots.set(suite, rootfs);
+  }
 
   const ids = new Map<string, { ref: string; id: string }>();
   const built: BuiltImage[] = [];
   for (const spec of order) {
     const started = Date.now();
-    const parent = spec.from ? ids.get(spec.from)! : { ref: rootfs.ref, id: rootfs.id };
+    const parent = spec.from ? ids.get(spec.from)! : roots.get(spec.suite)!;
     // NOTE: PARENT is the image id, not its name, so the build uses exactly the parent hashed below.
     const buildArgs = { PARENT: parent.id, PACKAGES: spec.packages.join(' ') };
     const hash = buildHash(spec, buildArgs, parent.id);

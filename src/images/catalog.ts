@@ -45,6 +45,8 @@ export interface ImageSpec {
   /** Parent image key; undefined for `base` (its parent is the debootstrap root filesystem). */
   readonly from: string | undefined;
   readonly packages: readonly string[];
+  /** The Debian suite it is built on: its own, its parent's, or the release's. */
+  readonly suite: string;
   /** The build context: images/containers/<key>/. */
   readonly contextDir: string;
   /** True for release images (pushed to registries), false for lab tool images. */
@@ -68,6 +70,7 @@ export function imageSpecs(release: Release, containersDir = defaultContainersDi
       ref: imageRef(release, key)!,
       from: img.from,
       packages: img.packages ?? [],
+      suite: suiteOf(release, key),
       contextDir: join(containersDir, key),
       pushable: true,
     });
@@ -78,11 +81,26 @@ export function imageSpecs(release: Release, containersDir = defaultContainersDi
       ref: labImageRef(release, key as LabImageKey),
       from: img.from,
       packages: img.packages,
+      suite: suiteOf(release, img.from),
       contextDir: join(containersDir, key),
       pushable: false,
     });
   }
   return specs;
+}
+
+/**
+ * The Debian suite of a release image: its own `suite`, else its parent's, else the release's.
+ * Unknown keys and cycles take the release's here; buildOrder reports them.
+ */
+export function suiteOf(release: Release, key: string): string {
+  const seen = new Set<string>();
+  for (let k: string | undefined = key; k !== undefined && !seen.has(k); k = release.images[k]?.from) {
+    seen.add(k);
+    const own = release.images[k]?.suite;
+    if (own !== undefined) return own;
+  }
+  return release.distro.suite;
 }
 
 /**

@@ -24,6 +24,15 @@ export function loadRelease(dir: string, name: string): Release {
       location: { file },
     });
   }
+  for (const [key, img] of Object.entries(value.images)) {
+    // NOTE: a child is built on its parent, so it can only be of its parent's suite.
+    if (img.from !== undefined && img.suite !== undefined) {
+      throw new InputError('E_IMAGE_SUITE', `image '${key}' of ${file} names both a parent and a suite`, {
+        hint: `An image built from another has its parent's Debian suite: drop \`suite\`, or drop \`from\` and list the packages it needs from the suite's root filesystem.`,
+        location: source.locate(['images', key, 'suite']),
+      });
+    }
+  }
   return value;
 }
 

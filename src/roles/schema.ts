@@ -663,6 +663,13 @@ export const ReleaseSchema = Type.Object(
         {
           tag: Type.String({ pattern: '^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$' }),
           from: Type.Optional(Type.String({ description: 'parent image key' })),
+          suite: Type.Optional(
+            Type.String({
+              pattern: '^[a-z]+$',
+              description:
+                "the Debian suite of this image (and its children) when not the release's; only on an image without `from`",
+            }),
+          ),
           packages: Type.Optional(Type.Array(Type.String({ pattern: '^[a-z0-9][a-z0-9.+-]*$' }), { default: [] })),
         },
         strict,

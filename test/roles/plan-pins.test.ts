@@ -94,7 +94,7 @@ describe('a plan with image pins', () => {
     const works = deploy.steps.flatMap((s) => s.nodes.flatMap((n) => n.containers));
     expect(works.length).toBeGreaterThan(5);
     for (const w of works) {
-      expect(w.image, w.name).toMatch(new RegExp(`^${REGISTRY}/stackctl/[a-z-]+:zed-1@${d}$`));
+      expect(w.image, w.name).toMatch(new RegExp(`^${REGISTRY}/stackctl/[a-z-]+:zed-[12]@${d}$`));
       expect(w.inputs.image).toBe(w.image);
       expect(containerSpec('lab', w).image).toBe(w.image);
     }
@@ -139,7 +139,7 @@ describe('a plan with image pins', () => {
       .flatMap((p) => p.steps.flatMap((s) => s.actions))
       .filter((a): a is Extract<NodeAction, { kind: 'pull' }> => a.kind === 'pull');
     expect(pulls.length).toBeGreaterThan(0);
-    for (const a of pulls) for (const i of a.images) expect(i).toMatch(new RegExp(`:zed-1@${d}$`));
+    for (const a of pulls) for (const i of a.images) expect(i).toMatch(new RegExp(`:zed-[12]@${d}$`));
 
     // the handler: what it hands to the node's Docker engine
     const pulled: string[] = [];

@@ -212,8 +212,8 @@ export function withNewOvnImages(base: Release, name = 'zed-ovn'): Release {
     name,
     images: {
       ...base.images,
-      'ovn-controller': { ...base.images['ovn-controller']!, tag: 'zed-2' },
-      'ovn-central': { ...base.images['ovn-central']!, tag: 'zed-2' },
+      'ovn-controller': { ...base.images['ovn-controller']!, tag: 'zed-ovn-1' },
+      'ovn-central': { ...base.images['ovn-central']!, tag: 'zed-ovn-1' },
     },
   };
 }
