@@ -204,6 +204,57 @@ async function eventually<T>(s: number, check: () => Promise<T> | T): Promise<{ 
 }
 
 /** What each compute's Nova, libvirt and OVS say, on stderr (after a failure). */
+/** This machine's 1-minute load average every 2 s until stop(): `max L at +Ns; L L L …`. */
+function sampleLoad(): { stop(): string } {
+  const t0 = Date.now();
+  const samples: [number, number][] = [];
+  const take = (): void => {
+    samples.push([(Date.now() - t0) / 1000, Number(readFileSync('/proc/loadavg', 'utf8').split(' ')[0])]);
+  };
+  take();
+  const timer = setInterval(take, 2000);
+  return {
+    stop: () => {
+      clearInterval(timer);
+      const max = samples.reduce((a, b) => (b[1] > a[1] ? b : a));
+      return `max ${max[1]} at +${max[0].toFixed(0)} s; ${samples.map((x) => x[1]).join(' ')}`;
+    },
+  };
+}
+
+/** How long a node's dockerd takes to answer through this machine's Docker, and `true` over SSH. */
+async function nodePaths(node: string): Promise<string> {
+  let t = Date.now();
+  let direct: string;
+  try {
+    execFileSync('docker', ['exec', `stackctl-guest-${node}`, 'docker', 'info', '--format', '{{.ContainersRunning}}'], {
+      stdio: 'pipe',
+      timeout: 60_000,
+    });
+    direct = `${seconds(t)} s`;
+  } catch (e) {
+    direct = `failed after ${seconds(t)} s (${String(e).slice(0, 120)})`;
+  }
+  t = Date.now();
+  let ssh: string;
+  try {
+    await lab.remote(node).exec(['true'], { timeoutMs: 60_000 });
+    ssh = `${seconds(t)} s`;
+  } catch (e) {
+    ssh = `failed after ${seconds(t)} s (${String(e).slice(0, 120)})`;
+  }
+  let loadavg = '';
+  try {
+    loadavg = execFileSync('docker', ['exec', `stackctl-guest-${node}`, 'cat', '/proc/loadavg'], {
+      encoding: 'utf8',
+      timeout: 30_000,
+    }).trim();
+  } catch {
+    loadavg = 'unread';
+  }
+  return `its dockerd asked directly ${direct}; true over SSH ${ssh}; loadavg ${loadavg}`;
+}
+
 async function diagnose(): Promise<void> {
   const script = [
     'docker ps -a --format "{{.Names}} {{.Status}}"',
@@ -693,8 +744,16 @@ describe('real guests: libvirt with QEMU TCG on a 1ctl-2comp lab', () => {
     const tUpgrade = Date.now();
 
     // Killed (SIGKILL) 3 s into the first live migration of the first compute batch ...
+    const load = sampleLoad();
     const run1 = spawnUpgrade(lab.inventory, ['--to', 'zed-update', '--batch', '1']);
-    expect(await killDuringMigration(lab.inventory, run1, seenEvents), run1.out().slice(-3000)).toBeNull();
+    const killed = await killDuringMigration(lab.inventory, run1, seenEvents);
+    if (killed !== null) {
+      // Two runs stopped in the prechecks, every node's dockerd (or sshd) unanswered for 30 s: say
+      // which path was slow, this machine's load meanwhile, and each node's dockerd asked directly.
+      figure('this machine load (1 min) during the upgrade', load.stop());
+      for (const node of ['ctl-0', 'cmp-0', 'cmp-1']) figure(`${node} after the failure`, await nodePaths(node));
+    }
+    expect(killed, run1.out().slice(-3000)).toBeNull();
     const inFlight = osJson<{ Name: string; Status: string }[]>('server list --all-projects').filter(
       (r) => r.Status === 'MIGRATING',
     );
@@ -705,6 +764,7 @@ describe('real guests: libvirt with QEMU TCG on a 1ctl-2comp lab', () => {
     // ... and resumed to the end
     const resumed = await runCli('upgrade', '-i', lab.inventory, '--to', 'zed-update', '--resume');
     const upgradeS = seconds(tUpgrade);
+    figure('this machine load (1 min) during the upgrade', load.stop());
     const seen = await Promise.all(watches.map((w) => w.stop()));
     expect(resumed.code, (resumed.stdout + resumed.stderr).slice(-5000)).toBe(0);
     figure('upgrade --to zed-update --batch 1, one kill and resume (2 guests)', `${upgradeS} s`);
