@@ -19,7 +19,7 @@ const NET = 'stackctl-libvirt-tls';
 const SUBNET = '10.231.86';
 const NODES = ['cmp-0', 'cmp-1'] as const;
 const container = (node: string): string => `stackctl-libvirt-tls-${node}`;
-const LIBVIRT = '/etc/stackctl/nova-compute/libvirt/';
+const LIBVIRT = '/etc/stackctl/nova-libvirt/';
 
 let image = '';
 const addr: Record<string, string> = {};

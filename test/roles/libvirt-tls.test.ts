@@ -36,7 +36,7 @@ async function inventory(transport: string, tail: string, certs: boolean): Promi
   return file;
 }
 
-const LIBVIRT = '/etc/stackctl/nova-compute/libvirt';
+const LIBVIRT = '/etc/stackctl/nova-libvirt';
 const file = (p: PlanResult, node: string, dest: string): string => p.rendered.get(node)!.get(dest)!;
 const configOf = (p: PlanResult, node: string, dest: string) =>
   p.plan.nodes.find((n) => n.name === node)!.configs.find((c) => c.dest === dest)!;
@@ -105,6 +105,14 @@ describe('live migration over TLS (nova_live_migration_transport: tls)', () => {
       true,
     );
     expect(configOf(p, 'cmp-0', `${LIBVIRT}/tls/node.key`).mode).toBe('0600');
+    // only nova_libvirt mounts the key's folder: nova_compute's own (which set-configs.sh copies into
+    // /etc/nova for the nova user) holds none of it
+    const novaCompute = all.catalog.services.get('nova-compute')!.containers!.find((c) => c.name === 'nova_compute')!;
+    const mounted = (novaCompute.volumes ?? []).map((v) => v.split(':')[0]!).filter((v) => v.startsWith('/'));
+    expect(mounted).toContain('/etc/stackctl/nova-compute');
+    for (const [path, text] of p.rendered.get('cmp-0')!)
+      if (mounted.some((m) => path.startsWith(`${m}/`))) expect(text, path).not.toContain(keyPem.trim().split('\n')[1]);
+    expect(mounted.some((m) => `${LIBVIRT}/tls/node.key`.startsWith(`${m}/`))).toBe(false);
     // the controller runs no nova-compute: no such file, and no other node's key anywhere on it
     expect(p.rendered.get('ctl-0')!.has(`${LIBVIRT}/tls/node.key`)).toBe(false);
     const pub = createPublicKey(createPrivateKey(keyPem)).export({ type: 'spki', format: 'pem' }).toString();

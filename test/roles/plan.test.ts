@@ -243,14 +243,12 @@ describe('the plan', () => {
     expect(cmp.host).toEqual([expect.objectContaining({ modules: [], devices: ['/dev/net/tun'] })]);
     const uuids = ['cmp-0', 'cmp-1'].map(
       (n) =>
-        /^host_uuid = "([0-9a-f-]{36})"$/m.exec(
-          rendered.get(n)!.get('/etc/stackctl/nova-compute/libvirt/libvirtd.conf')!,
-        )?.[1],
+        /^host_uuid = "([0-9a-f-]{36})"$/m.exec(rendered.get(n)!.get('/etc/stackctl/nova-libvirt/libvirtd.conf')!)?.[1],
     );
     expect(uuids[0]).toBe(uuidFromName(`stackctl-node:${plan.cloud.name}/cmp-0`));
     expect(uuids[0]).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     expect(new Set(uuids).size).toBe(2);
-    expect(rendered.get('cmp-0')!.get('/etc/stackctl/nova-compute/libvirt/qemu-tcg.conf')).toMatch(/^tb_size_mib=64$/m);
+    expect(rendered.get('cmp-0')!.get('/etc/stackctl/nova-libvirt/qemu-tcg.conf')).toMatch(/^tb_size_mib=64$/m);
     const novaConf = rendered.get('cmp-0')!.get('/etc/stackctl/nova-compute/nova.conf')!;
     expect(novaConf).toMatch(/^virt_type = qemu\n#[^\n]*\ncpu_mode = none$/m);
     // KVM keeps the host's own CPU model (Nova's default) and needs its module and devices
@@ -290,7 +288,9 @@ describe('the plan', () => {
   it('live migration over TCP: libvirtd listens on the migration network address of each compute, Nova dials it; none by default', () => {
     const text = generateInventoryYaml({ controllers: 1, computes: 2 });
     const conf = (r: PlanResult, node: string, file: string): string =>
-      r.rendered.get(node)!.get(`/etc/stackctl/nova-compute/${file}`)!;
+      r.rendered
+        .get(node)!
+        .get(file.startsWith('libvirt/') ? `/etc/stackctl/nova-${file}` : `/etc/stackctl/nova-compute/${file}`)!;
     // the default: no listener at all, and Nova has no migration address
     const off = planFor(text);
     expect(conf(off, 'cmp-0', 'libvirt/libvirtd.conf')).toMatch(/^listen_tcp = 0$/m);
