@@ -273,7 +273,8 @@ export function registerImages(program: Command): Command {
         rows.push({
           key: spec.key,
           ref: spec.ref,
-          from: spec.from ?? 'rootfs',
+          // a root image: the suite's debootstrap root filesystem (docs/images.md)
+          from: spec.from ?? `rootfs ${spec.suite}`,
           id: img?.id ?? null,
           size_mb: img ? Math.round(img.size / 1e6) : null,
           built: img ? img.labels[LABEL.hash] !== undefined : false,

@@ -51,7 +51,7 @@ describe('image catalog', () => {
   it('refuses a release image naming both a parent and a suite, with its file and line', () => {
     const dir = mkdtempSync(join(tmpdir(), 'stackctl-rel-'));
     const text = readFileSync(join(defaultReleasesDir(), 'zed.yaml'), 'utf8').replace(
-      /^  ovn-controller: \{ tag: zed-2, from: base,/m,
+      /^ {2}ovn-controller: \{ tag: zed-2, from: base,/m,
       '  ovn-controller: { tag: zed-2, suite: trixie, from: base,',
     );
     writeFileSync(join(dir, 'zed.yaml'), text);
