@@ -42,7 +42,10 @@ export interface ImageSpec {
   readonly key: string;
   /** The local name it is built as. */
   readonly ref: string;
-  /** Parent image key; undefined for `base` (its parent is the debootstrap root filesystem). */
+  /**
+   * Parent image key; undefined for a root image (`base`, or an image with a suite of its own): its
+   * parent is the debootstrap root filesystem of its suite.
+   */
   readonly from: string | undefined;
   readonly packages: readonly string[];
   /** The Debian suite it is built on: its own, its parent's, or the release's. */
