@@ -57,6 +57,8 @@ describe('tenant networking in the plan', () => {
     expect(ctl).toMatch(/^gateway=yes$/m);
     expect(ctl).toContain('external_ids:ovn-bridge-mappings=datacentre:br-ex');
     expect(ctl).toContain('external_ids:ovn-encap-ip=10.131.');
+    // a restarted ovn-controller keeps br-int's flows while it computes its own (the setting's default)
+    expect(ctl).toMatch(/^ {2}external_ids:ovn-ofctrl-wait-before-clear=10000$/m);
     expect(file(r, 'cmp-0', '/etc/stackctl/ovn-controller/start.sh')).toMatch(/^gateway=$/m);
     // Neutron 21 reads the gateway flag and the physnets from the Southbound Chassis row's external_ids:
     // the start script mirrors both keys there from the chassis' own settings, on every node
@@ -90,6 +92,21 @@ describe('tenant networking in the plan', () => {
     );
     expect(lab.plan.nodes.find((n) => n.name === 'cmp-0')!.host ?? []).not.toEqual(
       expect.arrayContaining([expect.objectContaining({ service: 'openvswitch' })]),
+    );
+    // the flows kept through an ovn-controller restart: the inventory's time, bounded
+    const keep = planFromText(withSettings(text, 'ovn_ofctrl_wait_before_clear_ms: 30000'));
+    expect(file(keep, 'cmp-0', '/etc/stackctl/ovn-controller/start.sh')).toContain(
+      'external_ids:ovn-ofctrl-wait-before-clear=30000',
+    );
+    expect(() => planFromText(withSettings(text, 'ovn_ofctrl_wait_before_clear_ms: -1'))).toThrow(
+      expect.objectContaining({
+        issues: [
+          expect.objectContaining({
+            code: 'E_SETTING_VALUE',
+            message: expect.stringContaining('ovn_ofctrl_wait_before_clear_ms'),
+          }),
+        ],
+      }),
     );
     expect(() => planFromText(withSettings(text, 'ovs_datapath_type: dpdk'))).toThrow(
       expect.objectContaining({

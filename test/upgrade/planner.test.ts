@@ -126,6 +126,7 @@ describe('planUpgrade zed -> zed-update on 3 controllers and 2 computes', () => 
       'nova_compute',
       'nova_libvirt',
       'nova_virtlogd',
+      'ovn_controller',
     ]);
     const inv = inventory();
     const fake = planUpgrade({
@@ -135,16 +136,20 @@ describe('planUpgrade zed -> zed-update on 3 controllers and 2 computes', () => 
       target: zedUpdate,
       options: { batch: 1 },
     });
-    expect(containersOn(fake, 'cmp-0')).toEqual(['neutron_ovn_metadata_agent', 'nova_compute']);
+    expect(containersOn(fake, 'cmp-0')).toEqual(['neutron_ovn_metadata_agent', 'nova_compute', 'ovn_controller']);
   });
 
   it('moves only the services whose image tag changes, and leaves the others running', () => {
     const p = plan(zedUpdate);
     expect(p.kind).toBe('update');
     expect(p.releasesAhead).toBe(0);
-    expect(p.changes.map((c) => c.service).sort()).toEqual(OPENSTACK);
-    expect(p.unchanged).toEqual(INFRASTRUCTURE);
+    // every OpenStack service and OVN's two (rebuilt from bookworm's current packages)
+    expect(p.changes.map((c) => c.service).sort()).toEqual([...OPENSTACK, 'ovn-central', 'ovn-controller'].sort());
+    expect(p.unchanged).toEqual(INFRASTRUCTURE.filter((s) => !s.startsWith('ovn-')));
     expect(p.changes.find((c) => c.service === 'keystone')!.images).toEqual({ keystone: ['zed-1', 'zed-2'] });
+    expect(p.changes.find((c) => c.service === 'ovn-controller')!.images).toEqual({
+      'ovn-controller': ['zed-2', 'zed-3'],
+    });
     // Nothing of an unchanged service is pulled, stopped or swapped.
     const moved = p.phases
       .flatMap(actions)
@@ -153,7 +158,9 @@ describe('planUpgrade zed -> zed-update on 3 controllers and 2 computes', () => 
       );
     for (const s of p.unchanged) expect(moved).not.toContain(s);
     const pulled = actions(phaseById(p, 'pull')).flatMap((a) => (a.kind === 'pull' ? a.images : []));
-    expect(pulled.every((ref) => ref.endsWith(':zed-2'))).toBe(true);
+    expect([...new Set(pulled.filter((ref) => !ref.endsWith(':zed-2')))]).toEqual([
+      '192.168.24.1:5000/stackctl/ovn-controller:zed-3',
+    ]);
   });
 
   it('puts the phases in order: prechecks, pull, control plane in requires order, then computes', () => {
@@ -161,6 +168,9 @@ describe('planUpgrade zed -> zed-update on 3 controllers and 2 computes', () => 
     expect(p.phases.map((x) => x.id)).toEqual([
       'precheck',
       'pull',
+      // OVN's order: every chassis, then the databases and ovn-northd (before neutron-server, which requires them)
+      'control:ovn-controller',
+      'control:ovn-central',
       'control:keystone',
       'control:glance',
       'control:neutron-server',
@@ -891,8 +901,16 @@ describe("OVN's order: every ovn-controller before the databases and ovn-northd,
         'ovnsb_db.db (ovn_sb_db: ovsdb-client --timeout=120 --no-leader-only backup unix:/run/ovn/ovnsb_db.sock OVN_Southbound) (ovn-central)',
     );
     // no image of OVN changes: nothing saved
+    const ovnKept: Release = {
+      ...zedUpdate,
+      images: {
+        ...zedUpdate.images,
+        'ovn-controller': zed.images['ovn-controller']!,
+        'ovn-central': zed.images['ovn-central']!,
+      },
+    };
     expect(
-      plan(zedUpdate)
+      plan(ovnKept)
         .phases.flatMap(actions)
         .filter((a) => a.kind === 'backup' && a.commands),
     ).toEqual([]);

@@ -2,8 +2,9 @@
  * The HA control plane on a 3ctl-2comp container lab: Galera across the three controllers, a
  * RabbitMQ cluster of three, HAProxy + keepalived holding the VIPs, Keystone behind them; then the
  * keepalived master's node goes down and the cloud keeps issuing tokens. Before the failover, the
- * compute tier with four servers and a live migration, then a rolling update to zed-update under
- * a probe of the APIs through the VIP, and TLS turned on, a certificate renewal and a Fernet key
+ * compute tier with four servers and a live migration, then a rolling update to zed-update (OVN's
+ * chassis, then its RAFT members one by one) under a probe of the APIs through the VIP and one of
+ * the dataplane (a port on a compute behind a floating IP), and TLS turned on, a certificate renewal and a Fernet key
  * rotation under an HTTPS probe of the public VIP. `npm run test:e2e:ha`.
  */
 import { execFileSync } from 'node:child_process';
@@ -28,6 +29,8 @@ import {
   evacuationFaults,
   type MigrationRecord,
 } from '../../upgrade/lab-upgrade.js';
+import { plugProbePort } from '../../upgrade/dataplane.js';
+import { gapsBySpan, watchGuest } from '../../../src/workloads/guest-watch.js';
 import { CLOUD_IMAGES, deployLab } from '../lab.js';
 
 const REGISTRY_PORT = 15001;
@@ -411,11 +414,12 @@ describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () =
     }
   }, 1_800_000);
 
-  it('a rolling update under a probe (zed -> zed-update, batch 1): the APIs answer outside the declared windows', async () => {
+  it('a rolling update under probes (zed -> zed-update, batch 1, OVN included): the APIs answer outside the declared windows, a port behind a floating IP is never silent over 2 s', async () => {
     const built = await buildTargetImages(REGISTRY_PORT);
     timings.push(['zed-update images built and pushed', Math.round(built * 10) / 10]);
     const dir = mkdtempSync(join(tmpdir(), 'stackctl-ha-upgrade-'));
     const temps = [dir];
+    let watch: ReturnType<typeof watchGuest> | undefined;
     try {
       const openrc = join(dir, 'admin.openrc');
       expect((await runCli('openrc', '-i', lab.inventory, '-o', openrc)).code).toBe(0);
@@ -430,6 +434,21 @@ describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () =
       type Row = { ID: string; Name: string; Status: string; Host: string };
       const before = openstackJson<Row[]>(openrc, 'server list --all-projects --long');
       expect(before.length).toBeGreaterThan(0);
+      // The dataplane beside the APIs: a port in a namespace on cmp-0 with a floating IP, its state
+      // page read from this machine every 100 ms through a gateway chassis, the router and Geneve
+      const t0 = Date.now();
+      const port = await plugProbePort(lab, openrc, { node: 'cmp-0', name: 'dp-probe' });
+      timings.push(['dataplane probe port plugged, answering at its floating IP', seconds(t0)]);
+      // what keeps the flows through an ovn-controller restart (docs/networking.md): br-int in secure
+      // fail mode (nothing flushed while no controller is connected), the wait before clearing
+      for (const node of [...CONTROLLERS, 'cmp-0', 'cmp-1']) {
+        const ovs = await nodeShell(
+          node,
+          'docker exec openvswitch_vswitchd sh -c "ovs-vsctl get-fail-mode br-int; ovs-vsctl get Open_vSwitch . external_ids:ovn-ofctrl-wait-before-clear"',
+        );
+        expect(ovs.replace(/"/g, '').trim().split('\n'), node).toEqual(['secure', '10000']);
+      }
+      watch = watchGuest(port.url, { intervalMs: 100, timeoutMs: 1000 });
       const probe = startProbe(lab.inventory, VIP, 'stackctl-ha-probe', temps);
       await sleep(3000);
       const t1 = Date.now();
@@ -441,6 +460,7 @@ describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () =
       timings.push(['upgrade --to zed-update --batch 1 (3 controllers, 2 computes)', seconds(t1)]);
       await sleep(3000);
       const probes = probe.stop();
+      const dataplane = await watch.stop();
       expect(report?.outcome, text).toBe('done');
       await lab.reconnect();
       expect(await containersOffTarget(lab, 'ha')).toEqual([]);
@@ -485,11 +505,31 @@ describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () =
           }
         }
       }
+      // the dataplane per phase: OVN moved (every ovn-controller, then the RAFT members one by one)
+      const spans = phaseTimes(lab.inventory, t1).map((p) => ({ name: p.phase, from: p.from, to: p.to }));
+      const byPhase = gapsBySpan(watch.samples(), spans);
+      process.stderr.write(
+        `HA update, dataplane (port on cmp-0 at ${port.floatingIp}, polled every 100 ms): longest gap ` +
+          `${(dataplane.longestGapMs / 1000).toFixed(2)} s, ${dataplane.lost} of ${dataplane.samples} polls lost; per phase:\n` +
+          byPhase
+            .map(
+              (p) =>
+                `  ${p.name.padEnd(48)} gap ${(p.longestGapMs / 1000).toFixed(2)} s, lost ${p.lost}/${p.samples}\n`,
+            )
+            .join(''),
+      );
       // the probe's figures are printed before either assertion, so one failing does not hide the other
       expect(await evacuationFaults(lab, before, migrations, t1)).toEqual([]);
       expect(probes.length).toBeGreaterThan(20);
       expect(figures.failedOutside.map((p) => new Date(p.at).toISOString())).toEqual([]);
+      // the port never went away (its page's boot id and counter) and, as no phase of the plan
+      // declares a dataplane outage, no phase saw it silent for more than 2 s
+      expect(dataplane.bootIds).toEqual([port.bootId]);
+      expect(dataplane.counterRegressions).toBe(0);
+      expect(dataplane.samples).toBeGreaterThan(100);
+      expect(byPhase.filter((p) => p.longestGapMs > 2000).map((p) => p.name)).toEqual([]);
     } finally {
+      await watch?.stop();
       execFileSync('docker', ['rm', '-f', 'stackctl-ha-probe'], { stdio: 'ignore' });
       for (const d of temps) rmSync(d, { recursive: true, force: true });
     }
