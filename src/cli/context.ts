@@ -8,7 +8,7 @@ import { MAX_INVENTORY_BYTES, parseInventory, type LoadedInventory } from '../in
 import { loadSecrets, secretsFileFor, type Secrets } from '../inventory/secrets.js';
 import { loadCatalog, type Catalog } from '../roles/catalog.js';
 import { loadRelease } from '../roles/release.js';
-import type { Release } from '../roles/schema.js';
+import type { Release, Service } from '../roles/schema.js';
 import { buildPlan, type Plan, type PlanResult } from '../roles/plan.js';
 import { adminCredentials } from '../roles/credentials.js';
 import { IDENTITY_ADMIN_PASSWORD } from '../orchestrator/planner.js';
@@ -128,25 +128,37 @@ export function settingOf(all: Pick<Loaded, 'loaded' | 'release' | 'catalog'>, n
 
 /**
  * The nodes that need a certificate of their own (certs/nodes.ts), with the names it carries:
- * what `certs generate` issues, and what the plan renders for them.
+ * what `certs generate` issues, and what the plan renders for them. `served`: where the node
+ * serves it (a needing service's `node_certificate.served`: its port on the node's address on the
+ * network its setting names), when the node has an address there.
  */
 export function nodeCertSubjects(
   all: Pick<Loaded, 'loaded' | 'release' | 'catalog' | 'allocation'>,
-): { node: string; sans: Sans }[] {
+): { node: string; sans: Sans; served?: { host: string; port: number } }[] {
   const inv = all.loaded.inventory;
   const domain = inv.cloud.domain ?? `${inv.cloud.name}.local`;
-  const byRole = new Map<string, boolean>();
-  const needs = (role: string): boolean => {
+  const byRole = new Map<string, Service[]>();
+  const needing = (role: string): Service[] => {
     let v = byRole.get(role);
     if (v === undefined) {
       const services = (all.catalog.roles.get(role)?.services ?? []).map((s) => all.catalog.services.get(s)!);
-      byRole.set(role, (v = servicesNeedingNodeCert(services, (name) => settingOf(all, name)).length > 0));
+      const names = servicesNeedingNodeCert(services, (name) => settingOf(all, name));
+      byRole.set(role, (v = services.filter((s) => names.includes(s.name))));
     }
     return v;
   };
   return inv.nodes
-    .filter((n) => needs(n.role))
-    .map((n) => ({ node: n.name, sans: nodeCertSans(n.name, domain, all.allocation.addresses.get(n.name) ?? {}) }));
+    .filter((n) => needing(n.role).length > 0)
+    .map((n) => {
+      const addresses = all.allocation.addresses.get(n.name) ?? {};
+      const listener = needing(n.role).find((s) => s.node_certificate?.served)?.node_certificate?.served;
+      const host = listener && addresses[String(settingOf(all, listener.network_setting))];
+      return {
+        node: n.name,
+        sans: nodeCertSans(n.name, domain, addresses),
+        ...(listener && host ? { served: { host, port: listener.port } } : {}),
+      };
+    });
 }
 
 /**

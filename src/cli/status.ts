@@ -46,14 +46,16 @@ export interface StatusOpts extends CommonOpts {
  */
 export function certificateReader(all: Loaded, plan: Plan): (() => Promise<ReadCertificate[]>) | undefined {
   const registryTls = registryCaPem(all) !== undefined;
-  // the nodes' own certificates, as the deploy last copied them from the folder of generated ones
-  const nodeFiles = all.loaded.inventory.tls
-    ? nodeCertSubjects(all).map((n) => ({
-        name: nodeCertName(n.node),
-        file: generatedFiles(certsDirFor(all.inventoryFile), nodeCertName(n.node)).cert,
-      }))
-    : [];
-  if (!plan.tls?.length && !registryTls && !nodeFiles.length) return undefined;
+  // the nodes' own certificates: as each node's listener serves it (what its service loaded), else as
+  // the deploy last copied it from the folder of generated ones
+  const nodes = all.loaded.inventory.tls ? nodeCertSubjects(all) : [];
+  const nodeFiles = nodes
+    .filter((n) => !n.served)
+    .map((n) => ({
+      name: nodeCertName(n.node),
+      file: generatedFiles(certsDirFor(all.inventoryFile), nodeCertName(n.node)).cert,
+    }));
+  if (!plan.tls?.length && !registryTls && !nodes.length) return undefined;
   const ca = caFile(all.inventoryFile, certsDirFor(all.inventoryFile), all.loaded.inventory.tls);
   const targets: { name: string; host: string; port: number }[] = [];
   for (const name of plan.tls ?? []) {
@@ -61,6 +63,7 @@ export function certificateReader(all: Loaded, plan: Plan): (() => Promise<ReadC
     const f = plan.services.flatMap((s) => s.frontends).find((x) => x.tls?.length && (!vip || x.tls.includes(vip)));
     for (const host of f?.tls ?? []) if (!vip || host === vip) targets.push({ name, host, port: f!.port });
   }
+  for (const n of nodes) if (n.served) targets.push({ name: nodeCertName(n.node), ...n.served });
   if (registryTls) {
     // the registry as the nodes reach it (cloud.registry), read from this machine
     const { host, port } = splitAddress(registryOf(all));

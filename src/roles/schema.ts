@@ -611,6 +611,23 @@ export const ServiceSchema = Type.Object(
       Type.Object(
         {
           when: Type.Optional(When('need it only when the setting has one of these values')),
+          served: Type.Optional(
+            Type.Object(
+              {
+                port: Type.Integer({ minimum: 1, maximum: 65535, description: 'the TCP port of the TLS listener' }),
+                network_setting: Type.String({
+                  pattern: '^[a-z][a-z0-9_]*$',
+                  description: 'the setting (of type network) naming the network whose node address the listener binds',
+                }),
+              },
+              {
+                ...strict,
+                description:
+                  "where each node serves its certificate: `stackctl status` reads the certificate's expiry there, as a TLS client " +
+                  'sees it (what the service loaded), rather than from the file last copied to the node',
+              },
+            ),
+          ),
         },
         {
           ...strict,

@@ -10,7 +10,9 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { X509Certificate } from 'node:crypto';
 import { loadAll, planOf } from '../../src/cli/context.js';
+import { certificateReader } from '../../src/cli/status.js';
 import { generateKeyPair, issueCertificate } from '../../src/certs/x509.js';
 import { copyInventory, runCli, tempDir } from '../helpers/cli.js';
 import { dockerOrFail, testImages } from '../images/fixture.js';
@@ -22,6 +24,7 @@ const container = (node: string): string => `stackctl-libvirt-tls-${node}`;
 const LIBVIRT = '/etc/stackctl/nova-libvirt/';
 
 let image = '';
+let inventoryFile = '';
 const addr: Record<string, string> = {};
 const dirs: string[] = [];
 
@@ -66,6 +69,7 @@ describe("libvirt's TLS listener between two computes (nova_live_migration_trans
     image = (await testImages(engine, ['nova-compute'])).find((b) => b.key === 'nova-compute')!.ref;
     cleanup();
     const inv = await inventory();
+    inventoryFile = inv;
     const all = loadAll({ inventory: inv });
     const p = planOf(all);
     expect(docker(['network', 'create', '--subnet', `${SUBNET}.0/24`, NET]).status).toBe(0);
@@ -146,6 +150,21 @@ describe("libvirt's TLS listener between two computes (nova_live_migration_trans
       '/etc/pki/libvirt/private/serverkey.pem',
     ]);
     expect(ls.stdout.trim().split('\n')).toEqual(['nova 600', 'root 600']);
+  });
+
+  it("has status read each compute's certificate where libvirtd serves it: the one in the node's files", async () => {
+    const all = loadAll({ inventory: inventoryFile });
+    const read = await certificateReader(all, planOf(all).effective)!();
+    for (const node of NODES) {
+      const served = read.find((c) => c.name === `node-${node}`);
+      expect(served, `status read no certificate of ${node}`).toBeDefined();
+      expect(served!.where).toBe(`${addr[node]}:16514`);
+      expect(served!.error).toBeUndefined();
+      const pem = readFileSync(inventoryFile.replace(/\.yaml$/, `.certs/node-${node}.pem`), 'utf8');
+      const file = new X509Certificate(pem);
+      expect(served!.notAfter!.getTime()).toBe(new Date(file.validTo).getTime());
+      expect(served!.subject).toContain(node);
+    }
   });
 
   it('listens on TLS only: plain TCP is closed', () => {
