@@ -29,7 +29,7 @@ import {
   evacuationFaults,
   type MigrationRecord,
 } from '../../upgrade/lab-upgrade.js';
-import { plugProbePort } from '../../upgrade/dataplane.js';
+import { plugProbePort, type ProbePort } from '../../upgrade/dataplane.js';
 import { gapsBySpan, watchGuest } from '../../../src/workloads/guest-watch.js';
 import { CLOUD_IMAGES, deployLab } from '../lab.js';
 
@@ -171,6 +171,22 @@ async function haproxyServers(node: string, proxy: string): Promise<Record<strin
     if (f[0] === proxy && f[1] !== 'FRONTEND' && f[1] !== 'BACKEND') out[f[1]!] = f[17]!;
   }
   return out;
+}
+
+/** The dataplane probe's port (plugged by the rolling update's test, watched again in the failover's). */
+let dpProbe: ProbePort | undefined;
+
+/** The controller whose member of an OVN database leads its RAFT cluster (`cluster/status`), if one does. */
+async function ovnLeader(db: 'nb' | 'sb', nodes: readonly string[]): Promise<string | undefined> {
+  const name = db === 'nb' ? 'OVN_Northbound' : 'OVN_Southbound';
+  for (const n of nodes) {
+    const st = await nodeShell(
+      n,
+      `docker exec ovn_nb_db ovs-appctl -t /run/ovn/ovn${db}_db.ctl cluster/status ${name}`,
+    );
+    if (/^Role: leader$/m.test(st)) return n;
+  }
+  return undefined;
 }
 
 const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
@@ -438,6 +454,7 @@ describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () =
       // page read from this machine every 100 ms through a gateway chassis, the router and Geneve
       const t0 = Date.now();
       const port = await plugProbePort(lab, openrc, { node: 'cmp-0', name: 'dp-probe' });
+      dpProbe = port;
       timings.push(['dataplane probe port plugged, answering at its floating IP', seconds(t0)]);
       // what keeps the flows through an ovn-controller restart (docs/networking.md): br-int in secure
       // fail mode (nothing flushed while no controller is connected), the wait before clearing
@@ -768,11 +785,28 @@ describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () =
     }
   }, 3_600_000);
 
-  it("the keepalived master's node goes down: the VIP moves, Galera keeps quorum with 2 of 3, tokens are still issued", async () => {
+  it("the keepalived master's node, made the OVN Northbound leader's too, goes down: the VIP moves, Galera keeps quorum with 2 of 3, tokens are still issued, Neutron stays writable, the port behind its floating IP answers", async () => {
     const master = await lab.vipHolder(CONTROLLERS);
     expect(master, 'some controller holds the VIP').toBeDefined();
     const survivors = CONTROLLERS.filter((n) => n !== master);
-    process.stderr.write(`keepalived master: ${master}; stopping its node\n`);
+    // The Northbound leader onto the master's node: restart the leading member elsewhere, and the
+    // cluster elects another (one of the two others each time)
+    for (let i = 0; i < 8; i++) {
+      const leader = await ovnLeader('nb', CONTROLLERS);
+      if (leader === master) break;
+      if (leader) await nodeShell(leader, 'docker restart -t 10 ovn_nb_db');
+      await sleep(5000);
+    }
+    const nbLeader = await ovnLeader('nb', CONTROLLERS);
+    const sbLeader = await ovnLeader('sb', CONTROLLERS);
+    process.stderr.write(
+      `keepalived master: ${master}; OVN leaders: Northbound ${nbLeader}, Southbound ${sbLeader}; stopping ${master}'s node\n`,
+    );
+    expect(nbLeader, 'the Northbound leader moved onto the VIP holder').toBe(master);
+    const dir = mkdtempSync(join(tmpdir(), 'stackctl-ha-failover-'));
+    const openrc = join(dir, 'admin.openrc');
+    expect((await runCli('openrc', '-i', lab.inventory, '-o', openrc)).code).toBe(0);
+    const watch = dpProbe && watchGuest(dpProbe.url, { intervalMs: 100, timeoutMs: 1000 });
 
     const t0 = Date.now();
     await lab.stopNode(master!);
@@ -814,5 +848,44 @@ describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () =
     const t2 = Date.now();
     expect((await lab.issueToken(survivors[1]!, 10)).code).toBe(0);
     timings.push(['a second token after failover', seconds(t2)]);
+
+    // OVN: both clusters lead from a survivor, and Neutron writes through them (a network made and removed)
+    const t4 = Date.now();
+    await eventually(60, async () => {
+      expect(await ovnLeader('nb', survivors), 'a Northbound leader among the survivors').toBeDefined();
+      expect(await ovnLeader('sb', survivors), 'a Southbound leader among the survivors').toBeDefined();
+    });
+    timings.push(['OVN Northbound and Southbound led from a survivor (from the token checks)', seconds(t4)]);
+    const t5 = Date.now();
+    try {
+      const net = openstackJson<{ id: string; status: string }>(openrc, 'network create ha-after-failover');
+      expect(net.status).toBe('ACTIVE');
+      // the logical switch is in the Northbound database (written through its new leader)
+      const ls = await nodeShell(
+        survivors[0]!,
+        `docker exec ovn_nb_db ovn-nbctl --db=unix:/run/ovn/ovnnb_db.sock --no-leader-only --bare --columns=name find Logical_Switch name=neutron-${net.id}`,
+      );
+      expect(ls.trim()).toBe(`neutron-${net.id}`);
+      openstack(openrc, `network delete ${net.id}`);
+      timings.push(['Neutron network created (in the Northbound DB) and deleted after failover', seconds(t5)]);
+      // the port behind its floating IP: answering again (through a surviving gateway chassis if the
+      // stopped node was the active one), the same boot
+      if (watch && dpProbe) {
+        await eventually(60, async () => {
+          const body = await fetch(dpProbe!.url, { signal: AbortSignal.timeout(2000) }).then((r) => r.text());
+          expect(body).toContain(`boot_id=${dpProbe!.bootId} `);
+        });
+        const seen = await watch.stop();
+        process.stderr.write(
+          `failover, dataplane (port on cmp-0 at ${dpProbe.floatingIp}): longest gap ${(seen.longestGapMs / 1000).toFixed(2)} s, ` +
+            `${seen.lost} of ${seen.samples} polls lost\n`,
+        );
+        timings.push(['dataplane: longest gap through the failover', seen.longestGapMs / 1000]);
+        expect(seen.bootIds).toEqual([dpProbe.bootId]);
+      }
+    } finally {
+      await watch?.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
