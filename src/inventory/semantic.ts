@@ -287,7 +287,7 @@ export function checkInventory(
       warn(
         'W_QUORUM_EVEN',
         `${count} nodes run ${svc}: an even cluster tolerates no more failures than ${count - 1} nodes do`,
-        'Prefer an odd number of nodes for quorum services (Galera, RabbitMQ).',
+        'Prefer an odd number of nodes for quorum services (Galera, RabbitMQ, OVN databases).',
         last,
       );
     }

@@ -267,6 +267,8 @@ export const PRECHECK_DEFAULTS = {
   reachTimeoutMs: 30_000,
   /** Deadline of each node's status queries (as `stackctl status --timeout`). */
   statusTimeoutMs: 60_000,
+  /** Pause before the status is read again because a node could not be read the first time. */
+  rereadAfterMs: 15_000,
   /** Deadline of one upgrade check in its one-off container. */
   serviceCheckTimeoutMs: 600_000,
   /** Characters of a failed check's log quoted in the error. */
@@ -368,7 +370,11 @@ const NOVA = new WeakMap<UpgradeContext, Promise<Finding[]>>();
 
 /**
  * The status of the running cloud (ctx.currentDeploy), collected once per
- * context and shared by the check-healthy actions.
+ * context and shared by the check-healthy actions. A node that could not be
+ * read (SSH, or its Docker engine silent past its deadline: an overloaded
+ * machine) is a reason to look again, not yet to refuse: the whole status is
+ * read a second time, PRECHECK_DEFAULTS.rereadAfterMs later, and that reading
+ * stands. A container found stopped or unhealthy is not read again.
  * Nova's view is left out here (it needs the admin credentials, which only
  * the context's client holds): see novaFindings.
  */
@@ -378,11 +384,18 @@ export function statusOf(ctx: UpgradeContext): Promise<StatusReport> {
     const plan = statusPlanOf(ctx.currentDeploy, ctx);
     const api = ctx.services.computeApi?.service;
     const services = plan.services.map((s) => s.name).filter((s) => s !== api);
-    p = collectStatus(
-      { plan, deployPlan: ctx.currentDeploy, services, roles: ctx.services },
-      { connect: (node) => ctx.connect(node), now: ctx.now },
-      { concurrency: PRECHECK_DEFAULTS.concurrency, timeoutMs: PRECHECK_DEFAULTS.statusTimeoutMs },
-    );
+    const read = (): Promise<StatusReport> =>
+      collectStatus(
+        { plan, deployPlan: ctx.currentDeploy, services, roles: ctx.services },
+        { connect: (node) => ctx.connect(node), now: ctx.now },
+        { concurrency: PRECHECK_DEFAULTS.concurrency, timeoutMs: PRECHECK_DEFAULTS.statusTimeoutMs },
+      );
+    p = (async () => {
+      const first = await read();
+      if (!first.findings.some((f) => f.severity === Severity.UNREACHABLE)) return first;
+      await ctx.sleep(PRECHECK_DEFAULTS.rereadAfterMs);
+      return read();
+    })();
     STATUS.set(ctx, p);
   }
   return p;

@@ -15,6 +15,7 @@ import type { UpgradeAction } from '../../src/upgrade/model.js';
 import {
   CAPACITY_DEFAULTS,
   PRECHECK_HANDLERS,
+  PRECHECK_DEFAULTS,
   evacuationCapacity,
   failedFindings,
   parseFlavors,
@@ -270,10 +271,48 @@ describe('check-healthy, and cluster-check in a precheck phase', () => {
     expect(await run({ kind: 'check-healthy', service: 'keystone', nodes: ['ctl-0'] }, ctx)).toMatch(/healthy/);
   });
 
-  it('refuses the services of a node that cannot be reached', async () => {
-    const ctx = fakeContext({ connect: labNodes({ unreachable: ['cmp-0'] }).connect, cloud: novaView() });
+  it('refuses the services of a node that cannot be reached, once it was read again after a pause', async () => {
+    const down = labNodes({ unreachable: ['cmp-0'] });
+    let tries = 0;
+    const ctx = fakeContext({
+      connect: (node) => {
+        if (node === 'cmp-0') tries++;
+        return down.connect(node);
+      },
+      cloud: novaView(),
+    });
+    const t0 = ctx.clock.t;
     const err = await rejection(run({ kind: 'check-healthy', service: 'nova-compute', nodes: ['cmp-0'] }, ctx));
     expect(err.message).toMatch(/cmp-0 node: .*ECONNREFUSED/);
+    expect(tries).toBe(2);
+    expect(ctx.clock.t - t0).toBeGreaterThanOrEqual(PRECHECK_DEFAULTS.rereadAfterMs);
+  });
+
+  it('passes when a node unreadable at first (an overloaded machine) answers the second reading', async () => {
+    const up = labNodes();
+    const down = labNodes({ unreachable: ['cmp-0'] });
+    let tries = 0;
+    const ctx = fakeContext({
+      connect: (node) => (node === 'cmp-0' && tries++ === 0 ? down.connect(node) : up.connect(node)),
+      cloud: novaView(),
+    });
+    expect(await run({ kind: 'check-healthy', service: 'nova-compute', nodes: ['cmp-0'] }, ctx)).toBe(
+      'nova-compute healthy on cmp-0',
+    );
+    expect(tries).toBe(2);
+    // a stopped container is a finding, not a reason to look again: one reading only
+    const stopped = labNodes({
+      tweak: (node, c) => {
+        if (node === 'ctl-0')
+          c.set('keystone', {
+            ...c.get('keystone')!,
+            state: { ...c.get('keystone')!.state, status: 'exited', running: false },
+          });
+      },
+    });
+    const ctx2 = fakeContext({ connect: stopped.connect, cloud: novaView() });
+    await rejection(run({ kind: 'check-healthy', service: 'keystone', nodes: ['ctl-0'] }, ctx2));
+    expect(stopped.versions.get('ctl-0')).toBe(1);
   });
 
   it('refuses Galera when a member does not answer, and RabbitMQ when a broker is missing', async () => {
