@@ -1,4 +1,4 @@
-import { mkdirSync, rmdirSync, statSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildImages, type BuiltImage } from '../../src/images/build.js';
@@ -33,11 +33,12 @@ export async function testImages(engine: LocalEngine, only: readonly string[]): 
   for (;;) {
     try {
       mkdirSync(LOCK);
+      writeFileSync(join(LOCK, 'pid'), String(process.pid));
       break;
     } catch {
-      // a lock older than 20 minutes was left by a killed run
+      // a lock left by a killed run: its process is gone, or (no pid written yet) it is older than 20 minutes
       try {
-        if (Date.now() - statSync(LOCK).mtimeMs > 20 * 60_000) rmdirSync(LOCK);
+        if (!holderAlive() || Date.now() - statSync(LOCK).mtimeMs > 20 * 60_000) rmSync(LOCK, { recursive: true });
       } catch {
         // gone meanwhile
       }
@@ -47,6 +48,22 @@ export async function testImages(engine: LocalEngine, only: readonly string[]): 
   try {
     return await buildImages(engine, { release, only });
   } finally {
-    rmdirSync(LOCK);
+    rmSync(LOCK, { recursive: true, force: true });
+  }
+}
+
+/** Whether the process that wrote the lock's pid still runs (true while no pid is written). */
+function holderAlive(): boolean {
+  let pid: number;
+  try {
+    pid = Number(readFileSync(join(LOCK, 'pid'), 'utf8'));
+  } catch {
+    return true;
+  }
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
