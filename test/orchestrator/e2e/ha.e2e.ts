@@ -203,7 +203,7 @@ describe('stackctl deploy: HA control plane on 3 controllers (3ctl-2comp)', () =
       ['lab up (3ctl-2comp)', lab.timings.labUpS],
       [`image push (${CLOUD_IMAGES.length} images)`, lab.timings.pushS],
     );
-  }, 900_000);
+  }, 3_600_000); // on a new machine every image is built first
   afterAll(async () => {
     // The timings first: a slow teardown on a busy machine must not hide them.
     const table = (rows: [string, number][]) => rows.map(([k, v]) => `  ${k.padEnd(58)} ${v.toFixed(1)} s`).join('\n');
